@@ -1,0 +1,140 @@
+"""Tests for tfattn.decoder: stepping equals teacher forcing, attention masking, state, validation."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfattn.attention import BahdanauAttention, LuongAttention
+from tfattn.decoder import Decoder
+from tfattn.encoder import Encoder
+
+SOURCE_VOCAB, TARGET_VOCAB, EMB, UNITS = 11, 13, 4, 6
+# Source sentence 0 has two padding positions; sentence 1 has none.  t_in = 5, t_out = 4.
+SOURCE = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8]])
+TARGET_IN = np.array([[1, 4, 9, 0], [1, 12, 3, 7]])
+SOURCE_PADDING = ~(SOURCE != 0)  # (batch, t_in)
+
+# (style, input_feeding, rnn, attention factory or None for the style's default)
+CASES = {
+    "bahdanau-gru": ("bahdanau", True, "gru", None),
+    "bahdanau-lstm": ("bahdanau", True, "lstm", None),
+    "bahdanau-normalized-lstm": ("bahdanau", True, "lstm", lambda: BahdanauAttention(5, normalize=True)),
+    "luong-feed-gru": ("luong", True, "gru", None),
+    "luong-feed-lstm": ("luong", True, "lstm", None),
+    "luong-nofeed-gru": ("luong", False, "gru", None),
+    "luong-nofeed-lstm": ("luong", False, "lstm", None),
+    "luong-feed-dot-gru": ("luong", True, "gru", lambda: LuongAttention("dot", scale=True)),
+    "luong-nofeed-concat-lstm": ("luong", False, "lstm", lambda: LuongAttention("concat", units=3)),
+    "luong-nofeed-location-gru": ("luong", False, "gru", lambda: LuongAttention("location", max_length=3)),
+}
+
+
+def setup(case):
+    """An encoded batch and a decoder for `case`: `(decoder, outputs, state, mask)`."""
+    style, input_feeding, rnn, attention = CASES[case]
+    encoder = Encoder(SOURCE_VOCAB, EMB, UNITS, rnn=rnn)
+    outputs, state, mask = encoder(SOURCE)
+    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, attention=attention and attention(), style=style,
+                      input_feeding=input_feeding, rnn=rnn)
+    return decoder, outputs, state, mask
+
+
+def run_steps(decoder, target_in, outputs, state, mask):
+    """Greedy-decoding style: `t_out` calls of `decoder.step`, fed the teacher's tokens."""
+    memory = decoder.prepare_memory(outputs, mask)
+    state = decoder.initial_state(state)
+    all_logits, all_weights = [], []
+    for t in range(target_in.shape[1]):
+        logits, weights, state = decoder.step(target_in[:, t], state, memory)
+        all_logits.append(logits)
+        all_weights.append(weights)
+    return np.stack(all_logits, axis=1), np.stack(all_weights, axis=1), state
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_stepping_equals_teacher_forcing(case):
+    decoder, outputs, state, mask = setup(case)
+    logits, attention = decoder(TARGET_IN, outputs, state, mask)
+    step_logits, step_attention, _ = run_steps(decoder, TARGET_IN, outputs, state, mask)
+    assert logits.shape == (2, 4, TARGET_VOCAB) and attention.shape == (2, 4, 5)
+    assert step_logits.shape == (2, 4, TARGET_VOCAB) and step_attention.shape == (2, 4, 5)
+    np.testing.assert_allclose(step_logits, logits, atol=1e-5)
+    np.testing.assert_allclose(step_attention, attention, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["bahdanau-lstm", "luong-feed-gru", "luong-nofeed-lstm"])
+def test_teacher_forcing_in_a_graph_equals_eager(case):
+    decoder, outputs, state, mask = setup(case)
+    logits, attention = decoder(TARGET_IN, outputs, state, mask)
+    graph_call = tf.function(decoder.call, reduce_retracing=True)
+    graph_logits, graph_attention = graph_call(tf.constant(TARGET_IN), outputs, state, mask)
+    np.testing.assert_allclose(graph_logits, logits, atol=1e-5)
+    np.testing.assert_allclose(graph_attention, attention, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_attention_is_zero_on_source_padding_and_rows_sum_to_one(case):
+    decoder, outputs, state, mask = setup(case)
+    _, attention = decoder(TARGET_IN, outputs, state, mask)
+    attention = attention.numpy()  # (batch, t_out, t_in)
+    assert (attention[np.broadcast_to(SOURCE_PADDING[:, None, :], attention.shape)] == 0.0).all()
+    np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["bahdanau-gru", "luong-feed-lstm", "luong-nofeed-gru"])
+def test_logits_do_not_see_later_target_tokens(case):
+    decoder, outputs, state, mask = setup(case)
+    logits, _ = decoder(TARGET_IN, outputs, state, mask)
+    changed = TARGET_IN.copy()
+    changed[:, 2:] = [[5, 6], [8, 2]]
+    changed_logits, _ = decoder(changed, outputs, state, mask)
+    np.testing.assert_allclose(changed_logits[:, :2], logits[:, :2], atol=1e-6)
+    assert not np.allclose(changed_logits[:, 2:], logits[:, 2:])
+
+
+@pytest.mark.parametrize("case", ["bahdanau-gru", "bahdanau-lstm", "luong-feed-gru", "luong-feed-lstm",
+                                  "luong-nofeed-lstm"])
+def test_initial_state(case):
+    decoder, outputs, state, mask = setup(case)
+    h = state["h"]
+    initial = decoder.initial_state({"h": h})  # no "c": an LSTM starts its cell at zero
+    expected = {"h": h}
+    if decoder.rnn == "lstm":
+        expected["c"] = np.zeros_like(h)
+    if decoder.feeds_input:
+        expected["feed"] = np.zeros_like(h)  # h~_0 = 0
+    assert sorted(initial) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(initial[name], value)
+    if decoder.rnn == "lstm":  # an encoder's "c" is kept
+        np.testing.assert_array_equal(decoder.initial_state(state)["c"], state["c"])
+
+
+@pytest.mark.parametrize("case", ["bahdanau-gru", "luong-feed-lstm", "luong-nofeed-gru"])
+def test_step_returns_the_next_state(case):
+    decoder, outputs, state, mask = setup(case)
+    decoder(TARGET_IN, outputs, state, mask)  # builds
+    _, _, final = run_steps(decoder, TARGET_IN, outputs, state, mask)
+    assert sorted(final) == sorted(decoder.initial_state(state))
+    assert all(value.shape == (2, UNITS) for value in final.values())
+    if decoder.feeds_input:
+        assert np.abs(final["feed"]).sum() > 0
+
+
+def test_default_attention_follows_the_style():
+    assert isinstance(Decoder(TARGET_VOCAB, EMB, UNITS, style="bahdanau").attention, BahdanauAttention)
+    luong = Decoder(TARGET_VOCAB, EMB, UNITS, style="luong").attention
+    assert isinstance(luong, LuongAttention) and luong.score == "general"
+
+
+def test_unknown_style_is_an_error():
+    with pytest.raises(ValueError) as error:
+        Decoder(TARGET_VOCAB, EMB, UNITS, style="transformer")
+    message = str(error.value)
+    assert "style='transformer'" in message and "'bahdanau'" in message and "'luong'" in message
+
+
+def test_attention_must_be_a_scored_attention_layer():
+    with pytest.raises(ValueError, match="attention must be a ScoredAttention"):
+        Decoder(TARGET_VOCAB, EMB, UNITS, attention=keras.layers.Attention())

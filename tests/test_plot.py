@@ -1,0 +1,144 @@
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from tfattn import plot  # noqa: E402
+
+
+class FakeEagerTensor:
+    """Stands in for a `tf.Tensor`: anything with `.numpy()`."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def numpy(self):
+        return np.asarray(self.value)
+
+
+def _labels(ticks):
+    return [tick.get_text() for tick in ticks]
+
+
+def _heatmap_axes(fig):
+    return next(ax for ax in fig.axes if ax.images)
+
+
+def test_attention_heatmap_crops_padding_and_decodes_bytes():
+    # As from a SavedModel: padded with b"", matrix padded to (4, 5).
+    attention = np.arange(20, dtype=float).reshape(4, 5) / 20
+    fig = plot.plot_attention(attention, [b"hola", b"mundo", b"\xc3\xb1", b"", b""],
+                              [b"hello", b"world", b"", b""], title="es-en")
+    ax = _heatmap_axes(fig)
+    assert isinstance(fig, Figure)
+    assert _labels(ax.get_xticklabels()) == ["hola", "mundo", "ñ"]
+    assert _labels(ax.get_yticklabels()) == ["hello", "world"]
+    assert ax.images[0].get_array().shape == (2, 3)
+    np.testing.assert_allclose(ax.images[0].get_array(), attention[:2, :3])
+    assert ax.get_title() == "es-en"
+    assert len(fig.axes) == 2  # heatmap and colorbar
+
+
+def test_invalid_utf8_is_replaced():
+    fig = plot.plot_attention(np.ones((1, 1)), [b"\xff"], ["x"])
+    assert _labels(_heatmap_axes(fig).get_xticklabels()) == ["\ufffd"]
+
+
+@pytest.mark.parametrize("shape, expected", [((2, 2), (2, 2)), ((5, 6), (3, 4))])
+def test_attention_crops_to_common_size(shape, expected):
+    # Tokens longer than the matrix, or the matrix larger than the tokens.
+    fig = plot.plot_attention(np.ones(shape), ["a", "b", "c", "d"], ["x", "y", "z"])
+    ax = _heatmap_axes(fig)
+    assert ax.images[0].get_array().shape == expected
+    assert _labels(ax.get_xticklabels()) == ["a", "b", "c", "d"][: expected[1]]
+
+
+def test_attention_accepts_tensor_like():
+    fig = plot.plot_attention(FakeEagerTensor([[0.25, 0.75]]), FakeEagerTensor([b"a", b"b"]),
+                              ["x"])
+    assert _heatmap_axes(fig).images[0].get_array().shape == (1, 2)
+
+
+def test_attention_draws_in_given_ax():
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert plot.plot_attention(np.eye(2), ["a", "b"], ["x", "y"], ax=ax) is fig
+    assert ax.images[0].get_array().shape == (2, 2)
+
+
+@pytest.mark.parametrize("shape", [(3,), (1, 2, 2)])
+def test_attention_bad_shape(shape):
+    with pytest.raises(ValueError, match=re.escape(f"Received: attention.shape={shape!r}")):
+        plot.plot_attention(np.ones(shape), ["a", "b"], ["x", "y"])
+
+
+def test_attention_all_padding_raises():
+    with pytest.raises(ValueError, match="Nothing to plot"):
+        plot.plot_attention(np.ones((2, 2)), ["", ""], ["x", "y"])
+
+
+@pytest.mark.parametrize("history, n_loss, n_acc", [
+    ({"loss": [2.0, 1.0, 0.5], "accuracy": [0.1, 0.5, 0.7],
+      "val_loss": [2.1, 1.2, 0.9], "val_accuracy": [0.1, 0.4, 0.6]}, 2, 2),
+    ({"loss": [2.0, 1.0], "val_loss": [2.1, 1.2], "learning_rate": [1e-3, 1e-3]}, 2, 0),
+    ({"loss": [2.0], "masked_acc": [0.2]}, 1, 1),
+])
+def test_history(history, n_loss, n_acc):
+    fig = plot.plot_history(history)
+    loss_ax, acc_ax = fig.axes
+    assert (len(loss_ax.lines), len(acc_ax.lines)) == (n_loss, n_acc)
+    assert list(loss_ax.lines[0].get_xdata()) == list(range(1, len(history["loss"]) + 1))
+    assert loss_ax.get_legend() is not None
+
+
+def test_history_in_given_axes():
+    fig = Figure()
+    axes = fig.subplots(1, 2)
+    assert plot.plot_history({"loss": [1.0, 0.5]}, ax=axes) is fig
+
+
+@pytest.mark.parametrize("history", [{}, {"loss": []}, {"learning_rate": [0.1]}])
+def test_empty_history_raises(history):
+    with pytest.raises(ValueError, match="Received: history="):
+        plot.plot_history(history)
+
+
+BY_LENGTH = {"1-5": {"bleu": 40.0, "n": 3}, "6-10": {"bleu": None, "n": 0},
+             "11-15": {"bleu": 20.0, "n": 2}, "16-20": {"bleu": None, "n": 0},
+             "21+": {"bleu": 10.0, "n": 1}}
+
+
+def test_bleu_by_length_skips_empty_buckets():
+    fig = plot.plot_bleu_by_length(BY_LENGTH, label="bahdanau")
+    ax = fig.axes[0]
+    assert _labels(ax.get_xticklabels()) == ["1-5", "11-15", "21+"]
+    assert list(ax.lines[0].get_ydata()) == [40.0, 20.0, 10.0]
+    assert [text.get_text() for text in ax.texts] == ["n=3", "n=2", "n=1"]
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["bahdanau"]
+
+
+def test_bleu_by_length_several_models():
+    luong = {**BY_LENGTH, "6-10": {"bleu": 30.0, "n": 4}}
+    fig = plot.plot_bleu_by_length({"bahdanau": BY_LENGTH, "luong": {"bleu_by_length": luong}})
+    ax = fig.axes[0]
+    assert len(ax.lines) == 2
+    assert _labels(ax.get_xticklabels()) == ["1-5", "6-10", "11-15", "21+"]
+    assert list(ax.lines[0].get_xdata()) == [0, 2, 3]  # bahdanau skips "6-10"
+    assert list(ax.lines[1].get_ydata()) == [40.0, 30.0, 20.0, 10.0]
+
+
+def test_bleu_by_length_all_empty_raises():
+    with pytest.raises(ValueError, match="empty"):
+        plot.plot_bleu_by_length({"1-5": {"bleu": None, "n": 0}})
+
+
+def test_save_figure_writes_png(tmp_path):
+    fig = plot.plot_attention(np.eye(2), ["a", "b"], ["x", "y"])
+    path = plot.save_figure(fig, tmp_path / "deep" / "dir" / "attention.png")
+    assert path.exists() and path.stat().st_size > 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,106 @@
+"""The `tf.data` input pipeline: string pairs -> padded id batches of similar lengths.
+
+    (source, target) strings
+      -> tokenize in graph (tfattn.text.Tokenizer)      ragged ids with [START] ... [END]
+      -> drop pairs longer than the tokenizers' max_length (instead of truncating training targets)
+      -> shuffle, bucket by target length, pad          (batch, t_in), (batch, t_out) int32
+      -> prefetch
+
+Bucketing keeps sentences of similar length together, so that few of the tokens a batch computes on
+are padding; `padding_fraction` measures that share.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """How batches are made.
+
+    Attributes:
+        batch_size: sentences per batch.
+        bucket: group sentences of similar target length (`bucket_by_sequence_length`).
+        bucket_width: width in tokens of each length bucket.
+        shuffle_buffer: size of the shuffle buffer (0: no shuffling).
+        seed: shuffle seed.
+    """
+
+    batch_size: int = 64
+    bucket: bool = True
+    bucket_width: int = 2
+    shuffle_buffer: int = 20000
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.batch_size, int) or self.batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int. Received: batch_size={self.batch_size!r}")
+
+
+def make_dataset(pairs, source_tokenizer, target_tokenizer, config=None, shuffle=True, repeat=False):
+    """Builds batches of `(source_ids, target_ids)` from string pairs.
+
+    Args:
+        pairs: list of `(source, target)` str pairs.
+        source_tokenizer, target_tokenizer: `tfattn.text.Tokenizer`s.
+        config: `DataConfig`; defaults to `DataConfig()`.
+        shuffle: bool. Shuffle before batching (training) or keep the order (evaluation).
+        repeat: bool. Repeat forever.
+
+    Returns:
+        A `tf.data.Dataset` of `(source (batch, t_in), target (batch, t_out))` int32 tensors, both
+        right-padded with 0; targets include `[START]` and `[END]`.
+    """
+    config = config or DataConfig()
+    if not pairs:
+        raise ValueError("pairs is empty: there is nothing to batch. Received: pairs=[]")
+    sources, targets = (list(side) for side in zip(*pairs))
+    ds = tf.data.Dataset.from_tensor_slices((sources, targets))
+    if shuffle and config.shuffle_buffer:
+        ds = ds.shuffle(config.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.batch(1024).map(_tokenizer_fn(source_tokenizer, target_tokenizer),
+                            num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    ds = ds.map(lambda s, t: (s, t))  # rows of a ragged batch come out as plain 1-D tensors
+    ds = ds.filter(lambda s, t: (tf.size(s) <= source_tokenizer.max_length)  # not truncated
+                   & (tf.size(t) <= target_tokenizer.max_length))
+    ds = _batch(ds, config, target_tokenizer.max_length) if shuffle and config.bucket else ds.padded_batch(
+        config.batch_size, padded_shapes=([None], [None]))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _tokenizer_fn(source_tokenizer, target_tokenizer):
+    def ids(tokenizer, texts):
+        # One spare slot, so that a sentence longer than max_length can be seen and dropped.
+        return tokenizer.lookup(tokenizer.tokenize(texts, max_length=tokenizer.max_length + 1))
+
+    return lambda source, target: (ids(source_tokenizer, source), ids(target_tokenizer, target))
+
+
+def _batch(ds, config, max_length):
+    boundaries = list(range(config.bucket_width + 2, max_length + 1, config.bucket_width))
+    return ds.bucket_by_sequence_length(
+        lambda s, t: tf.shape(t)[0],
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=[config.batch_size] * (len(boundaries) + 1),
+        padded_shapes=([None], [None]),
+        drop_remainder=False,
+    )
+
+
+def padding_fraction(dataset, max_batches=None):
+    """Share of padding among the target tokens of the batches (targets without `[START]`).
+
+    Counts `target[:, 1:]`, the positions the loss is computed on.
+    """
+    pad = total = 0
+    for i, (_, target) in enumerate(dataset):
+        if max_batches is not None and i >= max_batches:
+            break
+        t = target.numpy()[:, 1:]
+        pad += int(np.sum(t == 0))
+        total += t.size
+    return pad / total if total else 0.0

@@ -1,0 +1,231 @@
+"""The attention decoder, Bahdanau style or Luong style, with one code path for training and inference.
+
+A decoder step (`_step`) maps the previous token's embedding and the state to output features, the
+attention weights and the next state. Teacher forcing (`call`) runs that same step over the whole
+target in a `tf.while_loop`; inference (`step`) runs it once. The output projection to the
+vocabulary (`_project`) is shared too, and applied to all steps at once after the loop.
+
+The one exception is the Luong decoder without input feeding: its recurrent layer does not depend on
+attention, so `call` runs it over the whole target at once (cuDNN-eligible), then attends with all
+`t_out` queries in one batched matmul. A test checks that this gives what stepping gives.
+
+State is a dict of `(batch, units)` tensors: `"h"` (and `"c"` for an LSTM), plus `"feed"`, the
+previous attentional vector, for Luong input feeding.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from tfattn.attention import BahdanauAttention, LuongAttention, ScoredAttention
+from tfattn.encoder import make_rnn, state_dict
+
+STYLES = ("bahdanau", "luong")
+
+
+@keras.saving.register_keras_serializable(package="tfattn")
+class Decoder(keras.layers.Layer):
+    """Attention decoder in the style of Bahdanau et al. (2014) or Luong et al. (2015).
+
+    - `style="bahdanau"`: the query is the previous state `s_{i-1}`; the context `c_i` joins the
+      input embedding `E y_{i-1}` as the RNN input; the output reads `[s_i; c_i; E y_{i-1}]` through
+      a `tanh` layer, then the vocabulary projection (arXiv 1409.0473, eq. 4-6 and Appendix A).
+    - `style="luong"`: the RNN runs first and its output `h_t` is the query; the attentional vector
+      is `h~_t = tanh(W_c [c_t; h_t])` and the logits are `W_s h~_t`; with `input_feeding=True`,
+      `h~_{t-1}` is concatenated to the next input (arXiv 1508.04025, eq. 5 and section 3.3).
+
+    Args:
+        vocab_size: int. Size of the target vocabulary (id 0 is padding).
+        embedding_dim: int. Size of the target embeddings.
+        units: int. Size of the recurrent state (the encoder's `units`).
+        attention: a `ScoredAttention` layer, or None for `BahdanauAttention(units)` (Bahdanau style)
+            or `LuongAttention("general")` (Luong style). Defaults to `None`.
+        style: str. `"bahdanau"` or `"luong"`. Defaults to `"bahdanau"`.
+        input_feeding: bool. Luong style only: feed `h~_{t-1}` to the next step. Defaults to `True`.
+        rnn: str. `"gru"` or `"lstm"`. Defaults to `"gru"`.
+        dropout: float. Dropout on embeddings and on the output features. Defaults to `0.0`.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        target_in: int `(batch, t_out)`, the target shifted right (starts with `[START]`).
+        encoder_outputs: float `(batch, t_in, units)`.
+        state: dict from `Encoder` or `initial_state`.
+        mask: bool `(batch, t_in)`, `False` on source padding.
+        training: bool. Whether dropout is active.
+
+    Returns:
+        `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
+
+    Example:
+
+    >>> encoder = Encoder(vocab_size=50, embedding_dim=8, units=16)
+    >>> decoder = Decoder(vocab_size=60, embedding_dim=8, units=16, style="luong")
+    >>> outputs, state, mask = encoder(np.array([[4, 5, 6, 0]]))
+    >>> logits, attention = decoder(np.array([[2, 7, 8]]), outputs, state, mask)
+    >>> logits.shape, attention.shape
+    (TensorShape([1, 3, 60]), TensorShape([1, 3, 4]))
+    """
+
+    def __init__(self, vocab_size, embedding_dim, units, attention=None, style="bahdanau",
+                 input_feeding=True, rnn="gru", dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if style not in STYLES:
+            raise ValueError(f"style must be one of {STYLES}. Received: style={style!r}")
+        if attention is None:
+            attention = BahdanauAttention(units) if style == "bahdanau" else LuongAttention("general")
+        if not isinstance(attention, ScoredAttention):
+            raise ValueError(f"attention must be a ScoredAttention layer. Received: attention={attention!r}")
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.units = units
+        self.attention = attention
+        self.style = style
+        self.input_feeding = input_feeding
+        self.rnn = rnn
+        self.dropout = dropout
+        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
+        self.rnn_layer = make_rnn(rnn, units, name=rnn)
+        self.dropout_layer = keras.layers.Dropout(dropout)
+        # Bahdanau: tanh layer over [s_i; c_i; E y_{i-1}].  Luong: W_c over [c_t; h_t].
+        self.hidden_dense = keras.layers.Dense(units, activation="tanh", use_bias=style == "bahdanau",
+                                               name="hidden_dense")
+        self.logits_dense = keras.layers.Dense(vocab_size, name="logits_dense")
+
+    @property
+    def feeds_input(self):
+        return self.style == "luong" and self.input_feeding
+
+    def build(self, target_in_shape, encoder_outputs_shape):
+        batch, t_in, dv = encoder_outputs_shape
+        self.embedding.build(target_in_shape)
+        rnn_input = self.embedding_dim + (dv if self.style == "bahdanau" else 0)
+        rnn_input += self.units if self.feeds_input else 0
+        self.rnn_layer.build((batch, None, rnn_input))
+        self.attention.build((batch, None, self.units), encoder_outputs_shape)
+        hidden_input = self.units + dv + (self.embedding_dim if self.style == "bahdanau" else 0)
+        self.hidden_dense.build((batch, hidden_input))
+        self.logits_dense.build((batch, self.units))
+
+    # -- state and memory -------------------------------------------------------------------------
+
+    def initial_state(self, encoder_state):
+        """Decoder state from the encoder's final state: adds zeros for a missing `"c"` or `"feed"`."""
+        h = encoder_state["h"]  # (batch, units)
+        state = {"h": h}
+        if self.rnn == "lstm":
+            state["c"] = encoder_state.get("c", ops.zeros_like(h))
+        if self.feeds_input:
+            state["feed"] = ops.zeros_like(h)
+        return state
+
+    def prepare_memory(self, encoder_outputs, mask):
+        """What every step attends to: values, keys projected once per sentence, and the mask."""
+        keys = self.attention.prepare_keys(encoder_outputs)  # (batch, t_in, ...)
+        return {"values": encoder_outputs, "keys": keys, "mask": mask}
+
+    def _attend(self, query, memory):
+        context, weights = self.attention(  # (batch, t_q, dv), (batch, t_q, t_in)
+            query, memory["values"], mask=memory["mask"], prepared_keys=memory["keys"]
+        )
+        return context, weights
+
+    # -- one step ---------------------------------------------------------------------------------
+
+    def _rnn_step(self, x, state, training):
+        states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
+        h, new_states = self.rnn_layer.cell(x, states, training=training)
+        return h, state_dict(self.rnn, new_states)
+
+    def _step(self, embedded, state, memory, training=False):
+        """One step: `embedded (batch, embedding_dim)` -> `(features, weights (batch, t_in), state)`."""
+        if self.style == "bahdanau":
+            # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. features [s_i; c_i; E y].
+            context, weights = self._attend(state["h"][:, None, :], memory)  # (batch, 1, dv)
+            context = context[:, 0, :]  # (batch, dv)
+            h, new_state = self._rnn_step(ops.concatenate([embedded, context], -1), state, training)
+            features = ops.concatenate([h, context, embedded], axis=-1)  # (batch, units + dv + emb)
+        else:
+            # 1. The RNN reads [E y_{t-1}; h~_{t-1}]; 2. attend with h_t; 3. h~_t = tanh(W_c [c_t; h_t]).
+            x = ops.concatenate([embedded, state["feed"]], -1) if self.feeds_input else embedded
+            h, new_state = self._rnn_step(x, state, training)
+            context, weights = self._attend(h[:, None, :], memory)  # (batch, 1, dv)
+            features = self.hidden_dense(ops.concatenate([context[:, 0, :], h], axis=-1))  # (batch, units)
+            if self.feeds_input:
+                new_state["feed"] = features
+        return features, weights[:, 0, :], new_state
+
+    def _project(self, features, training=False):
+        """Output features -> logits; the last axis is the only one that matters."""
+        if self.style == "bahdanau":
+            features = self.hidden_dense(features)  # (..., units)
+        return self.logits_dense(self.dropout_layer(features, training=training))  # (..., vocab)
+
+    def step(self, token, state, memory):
+        """One inference step.
+
+        Args:
+            token: int `(batch,)`, the previous output token (`[START]` first).
+            state: dict of `(batch, units)` tensors, from `initial_state` or the previous step.
+            memory: from `prepare_memory`.
+
+        Returns:
+            `(logits (batch, vocab), weights (batch, t_in), state)`.
+        """
+        features, weights, state = self._step(self.embedding(token), state, memory)
+        return self._project(features), weights, state
+
+    # -- teacher forcing --------------------------------------------------------------------------
+
+    def call(self, target_in, encoder_outputs, state, mask, training=False):
+        # 1. Embed the shifted target; 2. run the steps; 3. project all steps at once.
+        memory = self.prepare_memory(encoder_outputs, mask)
+        embedded = self.dropout_layer(self.embedding(target_in), training=training)  # (batch, t_out, emb)
+        state = self.initial_state(state)
+        if self.style == "luong" and not self.input_feeding:
+            features, weights = self._luong_parallel(embedded, state, memory, training)
+        else:
+            features, weights = self._loop(embedded, state, memory, training)
+        return self._project(features, training=training), weights
+
+    def _luong_parallel(self, embedded, state, memory, training):
+        states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
+        h, *_ = self.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
+        context, weights = self._attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
+        features = self.hidden_dense(ops.concatenate([context, h], axis=-1))  # (batch, t_out, units)
+        return features, weights
+
+    def _loop(self, embedded, state, memory, training):
+        t_out = tf.shape(embedded)[1]
+        inputs = tf.transpose(embedded, [1, 0, 2])  # (t_out, batch, emb)
+        features_ta = tf.TensorArray(self.compute_dtype, size=t_out)
+        weights_ta = tf.TensorArray(self.compute_dtype, size=t_out)
+
+        def body(t, state, features_ta, weights_ta):
+            features, weights, state = self._step(inputs[t], state, memory, training)
+            return t + 1, state, features_ta.write(t, features), weights_ta.write(t, weights)
+
+        _, _, features_ta, weights_ta = tf.while_loop(
+            lambda t, *_: t < t_out, body, (tf.constant(0), state, features_ta, weights_ta)
+        )
+        features = tf.transpose(features_ta.stack(), [1, 0, 2])  # (batch, t_out, features)
+        weights = tf.transpose(weights_ta.stack(), [1, 0, 2])  # (batch, t_out, t_in)
+        return features, weights
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "vocab_size": self.vocab_size,
+            "embedding_dim": self.embedding_dim,
+            "units": self.units,
+            "attention": keras.saving.serialize_keras_object(self.attention),
+            "style": self.style,
+            "input_feeding": self.input_feeding,
+            "rnn": self.rnn,
+            "dropout": self.dropout,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
+        return cls(**config)

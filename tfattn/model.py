@@ -1,0 +1,158 @@
+"""The `Seq2Seq` model (an `Encoder` and a `Decoder`), its config, and the masked loss and accuracy."""
+
+import dataclasses
+
+import keras
+from keras import ops
+
+from tfattn.attention import SCORES, BahdanauAttention, LuongAttention
+from tfattn.decoder import Decoder
+from tfattn.encoder import Encoder
+
+ATTENTIONS = ("bahdanau", "luong")
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Everything that defines a `Seq2Seq` model's architecture (the vocab sizes come from the data).
+
+    Attributes:
+        attention: `"bahdanau"` (additive attention, Bahdanau-style decoder) or `"luong"`.
+        score: Luong score, one of `"dot"`, `"general"`, `"concat"`, `"location"`.
+        normalize: Bahdanau only: weight-normalized attention.
+        scale: Luong only: a learned scalar on the scores.
+        input_feeding: Luong only: feed the attentional vector to the next step.
+        embedding_dim, units: sizes of the embeddings and recurrent states.
+        rnn: `"gru"` or `"lstm"`, for both encoder and decoder.
+        bidirectional, num_layers: encoder shape.
+        dropout: dropout rate in encoder and decoder.
+        max_source_length: source positions the `"location"` score covers.
+    """
+
+    attention: str = "luong"
+    score: str = "general"
+    normalize: bool = False
+    scale: bool = False
+    input_feeding: bool = True
+    embedding_dim: int = 256
+    units: int = 256
+    rnn: str = "gru"
+    bidirectional: bool = True
+    num_layers: int = 1
+    dropout: float = 0.0
+    max_source_length: int = 64
+
+    def __post_init__(self):
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}. Received: attention={self.attention!r}")
+        if self.score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}. Received: score={self.score!r}")
+        for name in ("embedding_dim", "units", "num_layers", "max_source_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={self.dropout!r}")
+
+
+def make_model(config, source_vocab_size, target_vocab_size):
+    """Builds a `Seq2Seq` model from a `ModelConfig` and the two vocabulary sizes."""
+    c = config
+    if c.attention == "bahdanau":
+        attention = BahdanauAttention(c.units, normalize=c.normalize)
+    else:
+        attention = LuongAttention(c.score, scale=c.scale, max_length=c.max_source_length)
+    encoder = Encoder(source_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, bidirectional=c.bidirectional,
+                      num_layers=c.num_layers, dropout=c.dropout, name="encoder")
+    decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=attention, style=c.attention,
+                      input_feeding=c.input_feeding, rnn=c.rnn, dropout=c.dropout, name="decoder")
+    return Seq2Seq(encoder, decoder)
+
+
+@keras.saving.register_keras_serializable(package="tfattn")
+class Seq2Seq(keras.Model):
+    """An attention encoder-decoder: source ids and shifted target ids in, logits and attention out.
+
+    Args:
+        encoder: an `Encoder`.
+        decoder: a `Decoder` whose `units` equal the encoder's.
+        **kwargs: base model arguments (`name`, ...).
+
+    Call arguments:
+        inputs: a pair `(source, target_in)`: int `(batch, t_in)` and int `(batch, t_out)`, both
+            right-padded with 0; `target_in` starts with `[START]`.
+        training: bool. Whether dropout is active.
+
+    Returns:
+        `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
+
+    Example:
+
+    >>> model = make_model(ModelConfig(units=16, embedding_dim=8), 40, 50)
+    >>> logits, attention = model((np.array([[4, 5, 3]]), np.array([[2, 6]])))
+    >>> logits.shape, attention.shape
+    (TensorShape([1, 2, 50]), TensorShape([1, 2, 3]))
+    """
+
+    def __init__(self, encoder, decoder, **kwargs):
+        super().__init__(**kwargs)
+        if encoder.units != decoder.units:
+            raise ValueError(
+                f"Encoder and decoder units must match. Received: encoder units {encoder.units}, "
+                f"decoder units {decoder.units}"
+            )
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def build(self, inputs_shape):
+        source_shape, target_shape = inputs_shape
+        self.encoder.build(source_shape)
+        self.decoder.build(target_shape, (*source_shape[:2], self.encoder.units))
+
+    def call(self, inputs, training=False):
+        source, target_in = inputs
+        outputs, state, mask = self.encoder(source, training=training)
+        return self.decoder(target_in, outputs, state, mask, training=training)
+
+    def encode(self, source):
+        """Inference: source ids `(batch, t_in)` -> `(memory, state)` for `decoder.step`."""
+        outputs, state, mask = self.encoder(source)
+        return self.decoder.prepare_memory(outputs, mask), self.decoder.initial_state(state)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "decoder": keras.saving.serialize_keras_object(self.decoder),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("encoder", "decoder"):
+            config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
+
+
+def masked_loss(target_out, logits):
+    """Mean cross-entropy over non-padding target positions (id 0 is padding).
+
+    Args:
+        target_out: int `(batch, t_out)`. logits: float `(batch, t_out, vocab)`.
+
+    Returns:
+        A float32 scalar: the sum of per-token losses over real tokens divided by their count
+        (0 when the batch holds no real token).
+    """
+    mask = ops.cast(ops.not_equal(target_out, 0), "float32")  # (batch, t_out)
+    losses = keras.losses.sparse_categorical_crossentropy(target_out, ops.cast(logits, "float32"),
+                                                          from_logits=True)  # (batch, t_out)
+    return ops.sum(losses * mask) / ops.maximum(ops.sum(mask), 1.0)
+
+
+def masked_accuracy(target_out, logits):
+    """Share of non-padding target positions whose argmax is right; padding counts nowhere."""
+    mask = ops.cast(ops.not_equal(target_out, 0), "float32")  # (batch, t_out)
+    predicted = ops.cast(ops.argmax(logits, axis=-1), target_out.dtype)  # (batch, t_out)
+    correct = ops.cast(ops.equal(predicted, target_out), "float32") * mask
+    return ops.sum(correct) / ops.maximum(ops.sum(mask), 1.0)
