@@ -185,12 +185,7 @@ def test_concat_units_default_to_the_query_size():
         None,
         2.0,
         0.5,
-        pytest.param(-1.0, marks=pytest.mark.xfail(
-            strict=True,
-            reason="LuongAttention._scores multiplies the location scores by `gain` after the positions "
-                   "past max_length were filled with a large negative number, so a negative learned gain "
-                   "turns that fill into a large positive score and those positions take all the weight",
-        )),
+        -1.0,  # a negative learned gain must not revive positions past max_length
     ],
 )
 def test_location_positions_past_max_length_get_zero_weight(gain, dtype):
@@ -203,7 +198,8 @@ def test_location_positions_past_max_length_get_zero_weight(gain, dtype):
     weights = weights.numpy()
     assert weights.shape == (BATCH, 3, T_IN)
     assert (weights[..., 2:] == 0).all()
-    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=1e-6 if dtype == "float32" else 1e-3)
+    atol = 1e-6 if dtype == "float32" else 1e-3
+    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=atol)
 
 
 def test_location_crops_its_weights_to_a_shorter_sentence():
@@ -240,17 +236,7 @@ def test_masked_positions_get_exactly_zero_and_rows_sum_to_one(variant, dtype, t
     np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=atol)
 
 
-_BAHDANAU_FLOAT16 = pytest.mark.xfail(
-    strict=True,
-    reason="BahdanauAttention creates query_dense and key_dense without the layer's dtype, so with "
-           "dtype='float16' they compute in float32 and the outputs come back float32",
-)
-
-
-@pytest.mark.parametrize(
-    "variant",
-    [pytest.param(v, marks=_BAHDANAU_FLOAT16) if v.startswith("bahdanau") else v for v in VARIANTS],
-)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_float16_layer_returns_float16(variant):
     query, key, value = make_inputs(1, dk=key_size(variant), dtype="float16")
     context, weights = make_layer(variant, dtype="float16")(query, value, key=key, mask=MASK)

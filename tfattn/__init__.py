@@ -4,40 +4,48 @@ Layers (reusable in any Keras model): `BahdanauAttention`, `LuongAttention`, `En
 Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, target_vocab_size)`.
 Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `make_train_step`.
 Decoding and serving: `greedy`, `Translator`, `export`, `load`.
+
+Names are imported on first use, so `import tfattn.dates` or `tfattn --help` does not load TensorFlow.
 """
 
-from tfattn.attention import BahdanauAttention, LuongAttention, ScoredAttention
-from tfattn.data import DataConfig, make_dataset
-from tfattn.decoder import Decoder
-from tfattn.decoding import DecodeConfig, greedy
-from tfattn.encoder import Encoder
-from tfattn.export import Translator, export, load
-from tfattn.model import ModelConfig, Seq2Seq, make_model, masked_accuracy, masked_loss
-from tfattn.text import Tokenizer
-from tfattn.train import TrainConfig, fit, make_train_step
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BahdanauAttention",
-    "DataConfig",
-    "DecodeConfig",
-    "Decoder",
-    "Encoder",
-    "LuongAttention",
-    "ModelConfig",
-    "ScoredAttention",
-    "Seq2Seq",
-    "Tokenizer",
-    "TrainConfig",
-    "Translator",
-    "export",
-    "fit",
-    "greedy",
-    "load",
-    "make_dataset",
-    "make_model",
-    "make_train_step",
-    "masked_accuracy",
-    "masked_loss",
-]
+_EXPORTS = {
+    "BahdanauAttention": "attention",
+    "LuongAttention": "attention",
+    "ScoredAttention": "attention",
+    "DataConfig": "data",
+    "make_dataset": "data",
+    "Decoder": "decoder",
+    "DecodeConfig": "decoding",
+    "greedy": "decoding",
+    "Encoder": "encoder",
+    "Translator": "export",
+    "export": "export",
+    "load": "export",
+    "ModelConfig": "model",
+    "Seq2Seq": "model",
+    "make_model": "model",
+    "masked_accuracy": "model",
+    "masked_loss": "model",
+    "Tokenizer": "text",
+    "TrainConfig": "train",
+    "fit": "train",
+    "make_train_step": "train",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tfattn' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"tfattn.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -119,10 +119,13 @@ class BahdanauAttention(ScoredAttention):
             raise ValueError(f"units must be a positive int. Received: units={units!r}")
         self.units = units
         self.normalize = normalize
-        self.query_dense = keras.layers.Dense(units, use_bias=False, name="query_dense")  # W1
-        self.key_dense = keras.layers.Dense(units, use_bias=False, name="key_dense")  # W2
+        dense = dict(units=units, use_bias=False, dtype=self.dtype_policy)
+        self.query_dense = keras.layers.Dense(**dense, name="query_dense")  # W1
+        self.key_dense = keras.layers.Dense(**dense, name="key_dense")  # W2
 
     def build(self, query_shape, value_shape, key_shape=None):
+        if self.built:
+            return
         self.query_dense.build(query_shape)
         self.key_dense.build(value_shape if key_shape is None else key_shape)
         self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")
@@ -196,6 +199,8 @@ class LuongAttention(ScoredAttention):
         self.max_length = max_length
 
     def build(self, query_shape, value_shape, key_shape=None):
+        if self.built:
+            return
         dq = query_shape[-1]
         dk = (value_shape if key_shape is None else key_shape)[-1]
         if self.score == "dot" and dq != dk:
@@ -231,13 +236,15 @@ class LuongAttention(ScoredAttention):
             hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(keys, 1))  # (batch, t_q, t_in, units)
             scores = ops.einsum("bqku,u->bqk", hidden, ops.cast(self.v, hidden.dtype))  # (batch, t_q, t_in)
         else:
-            scores = self._location_scores(query, ops.shape(keys)[1])
+            scores = ops.einsum("bqd,dl->bql", query, ops.cast(self.w, query.dtype))  # (batch, t_q, max_length)
         if self.scale:
             scores = scores * ops.cast(self.gain, scores.dtype)
+        if self.score == "location":
+            scores = self._fit_positions(scores, ops.shape(keys)[1])  # (batch, t_q, t_in)
         return scores
 
-    def _location_scores(self, query, t_in):
-        scores = ops.einsum("bqd,dl->bql", query, ops.cast(self.w, query.dtype))  # (batch, t_q, max_length)
+    def _fit_positions(self, scores, t_in):
+        """Crops or extends `(batch, t_q, max_length)` location scores to `t_in` positions."""
         # Positions past max_length get a large negative score, hence zero weight after the softmax.
         pad = ops.maximum(t_in - self.max_length, 0)
         scores = ops.pad(scores, [[0, 0], [0, 0], [0, pad]], constant_values=large_negative(scores.dtype))

@@ -98,10 +98,12 @@ class Decoder(keras.layers.Layer):
     def build(self, target_in_shape, encoder_outputs_shape):
         batch, t_in, dv = encoder_outputs_shape
         self.embedding.build(target_in_shape)
+        # Sub-layers may come built (from_config, or an attention layer shared with other models).
         rnn_input = self.embedding_dim + (dv if self.style == "bahdanau" else 0)
         rnn_input += self.units if self.feeds_input else 0
         self.rnn_layer.build((batch, None, rnn_input))
-        self.attention.build((batch, None, self.units), encoder_outputs_shape)
+        if not self.attention.built:
+            self.attention.build((batch, None, self.units), encoder_outputs_shape)
         hidden_input = self.units + dv + (self.embedding_dim if self.style == "bahdanau" else 0)
         self.hidden_dense.build((batch, hidden_input))
         self.logits_dense.build((batch, self.units))

@@ -7,7 +7,7 @@ from keras import ops
 
 from tfattn.attention import SCORES, BahdanauAttention, LuongAttention
 from tfattn.decoder import Decoder
-from tfattn.encoder import Encoder
+from tfattn.encoder import RNNS, Encoder
 
 ATTENTIONS = ("bahdanau", "luong")
 
@@ -45,6 +45,8 @@ class ModelConfig:
     def __post_init__(self):
         if self.attention not in ATTENTIONS:
             raise ValueError(f"attention must be one of {ATTENTIONS}. Received: attention={self.attention!r}")
+        if self.rnn not in RNNS:
+            raise ValueError(f"rnn must be one of {RNNS}. Received: rnn={self.rnn!r}")
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}. Received: score={self.score!r}")
         for name in ("embedding_dim", "units", "num_layers", "max_source_length"):
@@ -106,8 +108,10 @@ class Seq2Seq(keras.Model):
 
     def build(self, inputs_shape):
         source_shape, target_shape = inputs_shape
-        self.encoder.build(source_shape)
-        self.decoder.build(target_shape, (*source_shape[:2], self.encoder.units))
+        if not self.encoder.built:
+            self.encoder.build(source_shape)
+        if not self.decoder.built:
+            self.decoder.build(target_shape, (*source_shape[:2], self.encoder.units))
 
     def call(self, inputs, training=False):
         source, target_in = inputs

@@ -30,7 +30,9 @@ class TrainConfig:
     """How a model is trained.
 
     Attributes:
-        learning_rate: Adam learning rate.
+        learning_rate: Adam learning rate (the peak one when `decay_steps` is set).
+        decay_steps: if set, the learning rate follows a cosine from `learning_rate` down to 1% of
+            it over this many steps, then stays there.
         clip_norm: gradient clipping by global norm.
         epochs: passes over the training data (upper bound when `time_budget` is set).
         time_budget: seconds of training after which the loop stops (None: no limit).
@@ -39,6 +41,7 @@ class TrainConfig:
     """
 
     learning_rate: float = 1e-3
+    decay_steps: int | None = None
     clip_norm: float = 5.0
     epochs: int = 10
     time_budget: float | None = None
@@ -53,7 +56,10 @@ class TrainConfig:
 
 
 def make_optimizer(config):
-    return keras.optimizers.Adam(learning_rate=config.learning_rate)
+    rate = config.learning_rate
+    if config.decay_steps:
+        rate = keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=0.01)
+    return keras.optimizers.Adam(learning_rate=rate)
 
 
 def build(model, optimizer=None):

@@ -1,0 +1,66 @@
+"""Shared fixtures: small corpora and one briefly trained dates translator for the whole session."""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def shared_data(*parts):
+    """Path under ../shared/data, or skip the test with the reason when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"needs the shared corpora at {path} (absent on this machine)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def dates_data():
+    """3,000 training and 200 test date pairs, character-level tokenizers."""
+    from tfattn import dates
+    from tfattn.text import Tokenizer
+
+    train, test = dates.make_corpus(3000, 200, seed=0)
+    source = Tokenizer.adapt([s for s, _ in train], level="char", max_length=40)
+    target = Tokenizer.adapt([t for _, t in train], level="char", max_length=14)
+    return train, test, source, target
+
+
+def train_dates_translator(dates_data, attention, epochs=2):
+    import tfattn
+    from tfattn.train import TrainConfig, fit
+
+    train, _, source, target = dates_data
+    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, embedding_dim=16, units=32),
+                              source.vocab_size, target.vocab_size)
+    dataset = tfattn.make_dataset(train, source, target, tfattn.DataConfig(batch_size=32))
+    fit(model, dataset, TrainConfig(learning_rate=5e-3, epochs=epochs), quiet=True)
+    return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=14))
+
+
+@pytest.fixture(scope="session")
+def dates_translator(dates_data):
+    """A Luong translator trained for a few seconds: good enough to emit dates, not to be right."""
+    return train_dates_translator(dates_data, "luong")
+
+
+@pytest.fixture(scope="session")
+def bahdanau_translator(dates_data):
+    return train_dates_translator(dates_data, "bahdanau")
+
+
+@pytest.fixture(scope="session")
+def exported_dates(dates_translator, tmp_path_factory):
+    """The Luong dates translator exported once for the session."""
+    from tfattn.export import export
+
+    return export(dates_translator, str(tmp_path_factory.mktemp("export") / "dates"))
