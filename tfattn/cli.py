@@ -17,7 +17,14 @@ def _demo(args):
     main(config, quiet=args.quiet)
 
 
+def _require_export(path):
+    """Fails fast, before TensorFlow loads, when `path` is not an export directory."""
+    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+        raise FileNotFoundError(f"Not a SavedModel directory (no saved_model.pb). Received: path={path!r}")
+
+
 def _translate(args):
+    _require_export(args.model)
     import tensorflow as tf
 
     from tfattn.export import load

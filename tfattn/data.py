@@ -22,7 +22,8 @@ class DataConfig:
 
     Attributes:
         batch_size: sentences per batch.
-        bucket: group sentences of similar target length (`bucket_by_sequence_length`).
+        bucket: group sentences of similar target length (`bucket_by_sequence_length`). Bucketing
+            reorders sentences, so it applies to shuffled (training) datasets only.
         bucket_width: width in tokens of each length bucket.
         shuffle_buffer: size of the shuffle buffer (0: no shuffling).
         seed: shuffle seed.
@@ -35,8 +36,12 @@ class DataConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if not isinstance(self.batch_size, int) or self.batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int. Received: batch_size={self.batch_size!r}")
+        for name in ("batch_size", "bucket_width"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+        if isinstance(self.shuffle_buffer, bool) or not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
+            raise ValueError(f"shuffle_buffer must be an int >= 0. Received: shuffle_buffer={self.shuffle_buffer!r}")
 
 
 def make_dataset(pairs, source_tokenizer, target_tokenizer, config=None, shuffle=True, repeat=False):

@@ -106,12 +106,13 @@ class Tokenizer(tf.Module):
     def normalize(self, texts):
         """`(batch,)` strings -> cleaned `(batch,)` strings (valid UTF-8, folded, normalized)."""
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+        texts = tf.strings.regex_replace(texts, r"\p{Cf}+", "")  # format characters: ZWJ, bidi marks
+        texts = tf.strings.regex_replace(texts, r"[\p{Cc}\p{Z}\s]+", " ")  # controls, odd spaces
         # Bound the work done on huge inputs: no sentence we keep needs more characters than this.
-        texts = tf.strings.substr(texts, 0, 16 * self.max_length, unit="UTF8_CHAR")
+        texts = tf.strings.substr(tf.strings.strip(texts), 0, 16 * self.max_length, unit="UTF8_CHAR")
         if self.lowercase:
             texts = tf_text.case_fold_utf8(texts)
         texts = tf_text.normalize_utf8(texts, self.normalization)
-        texts = tf.strings.regex_replace(texts, r"[\p{Cc}\p{Cf}\p{Z}\s]+", " ")  # controls, odd spaces
         if self.level == "word":
             texts = tf.strings.regex_replace(texts, _PUNCTUATION, r" \1 ")
         return tf.strings.strip(tf.strings.regex_replace(texts, " +", " "))
@@ -129,7 +130,10 @@ class Tokenizer(tf.Module):
         `max_length` defaults to the tokenizer's; the input pipeline asks for one more, to see (and
         drop) the training pairs that would otherwise be truncated.
         """
-        tokens = self.split(texts)[:, : (max_length or self.max_length) - 2]
+        max_length = self.max_length if max_length is None else max_length
+        if not isinstance(max_length, int) or max_length < 2:
+            raise ValueError(f"max_length must be an int >= 2. Received: max_length={max_length!r}")
+        tokens = self.split(texts)[:, : max_length - 2]
         batch = tokens.nrows()
         start = tf.fill([batch, 1], START)
         end = tf.fill([batch, 1], END)
@@ -157,9 +161,10 @@ class Tokenizer(tf.Module):
         keep = tf.ragged.boolean_mask(ids, (ids == UNK_ID) | (ids > END_ID))  # drop pad, [START], [END]
         tokens = tf.gather(self._tokens, keep)
         if self.level == "char":
-            return tf.strings.reduce_join(tokens, axis=-1)
-        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
-        return tf_text.normalize_utf8(attach_punctuation(text), "NFC")
+            text = tf.strings.reduce_join(tokens, axis=-1)
+        else:
+            text = attach_punctuation(tf.strings.reduce_join(tokens, axis=-1, separator=" "))
+        return tf_text.normalize_utf8(text, "NFC")
 
     def get_config(self):
         return {

@@ -1,0 +1,60 @@
+"""The `tfattn` command line, run as a user would: a subprocess, its output and exit status."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def tfattn(*args, stdin=None, cwd=None):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run([sys.executable, "-m", "tfattn.cli", *args], input=stdin, capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=600)
+
+
+def test_help_lists_the_commands():
+    result = tfattn("--help")
+    assert result.returncode == 0
+    for command in ("demo", "translate"):
+        assert command in result.stdout
+
+
+def test_translate_a_missing_model_is_one_clear_line(tmp_path):
+    result = tfattn("translate", "--model", str(tmp_path / "nowhere"), "hola")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"tfattn: error: Not a SavedModel directory (no saved_model.pb). Received: path="
+        f"{str(tmp_path / 'nowhere')!r}"
+    ]
+
+
+def test_translate_arguments_and_stdin(exported_dates, tmp_path):
+    by_args = tfattn("translate", "--model", exported_dates, "5 march 2019", "tue 5 mar 2019",
+                     "--plot", str(tmp_path / "a.png"))
+    assert by_args.returncode == 0, by_args.stderr
+    assert len(by_args.stdout.splitlines()) == 2
+    assert (tmp_path / "a.png").stat().st_size > 0
+    by_stdin = tfattn("translate", "--model", exported_dates, stdin="5 march 2019\ntue 5 mar 2019\n")
+    assert by_stdin.stdout == by_args.stdout
+
+
+def test_demo_trains_exports_reloads_and_reports(tmp_path):
+    result = tfattn("demo", "--n-train", "1500", "--n-test", "40", "--epochs", "1", "--out-dir",
+                    str(tmp_path), "--quiet", "--attention", "bahdanau")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"exact_match", "export", "plot", "seconds"} <= set(summary)
+    assert 0.0 <= summary["exact_match"] <= 1.0
+    assert summary["export"] == str(tmp_path / "dates-bahdanau")
+    assert os.path.exists(os.path.join(summary["export"], "saved_model.pb"))
+    assert os.path.getsize(summary["plot"]) > 0
+    assert len(result.stdout.strip().splitlines()) == 1 + 5  # five example translations, then the JSON
+
+
+@pytest.mark.parametrize("flag, value", [("--attention", "nope"), ("--epochs", "two")])
+def test_bad_flag_values_exit_2(flag, value):
+    result = tfattn("demo", flag, value)
+    assert result.returncode == 2 and "invalid" in result.stderr

@@ -1,0 +1,92 @@
+"""Greedy decoding: what it returns, when it stops, and that padding does not change it."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfattn.decoding import DecodeConfig, greedy, length_limits, make_greedy_fn
+from tfattn.text import END_ID, START_ID
+
+
+def source_ids(translator, texts):
+    return translator.source_tokenizer(tf.constant(texts))
+
+
+def reference_greedy(model, source, steps):
+    """Step-by-step argmax in plain Python, one sentence at a time, for comparison."""
+    memory, state = model.encode(source)
+    token, out = tf.constant([START_ID]), []
+    for _ in range(steps):
+        logits, _, state = model.decoder.step(token, state, memory)
+        token = tf.argmax(logits, -1, output_type=tf.int32)
+        out.append(int(token[0]))
+        if out[-1] == END_ID:
+            break
+    return out
+
+
+def test_greedy_matches_a_python_reference(dates_translator, dates_data):
+    test = dates_data[1][:8]
+    for source, _ in test:
+        ids = source_ids(dates_translator, [source])
+        got = greedy(dates_translator.model, ids, DecodeConfig(max_length=14))
+        length = int(got["length"][0])
+        expected = reference_greedy(dates_translator.model, ids, 14)
+        assert got["ids"][0, :length].numpy().tolist() == expected[:length]
+
+
+def test_outputs_shapes_padding_and_attention_rows(dates_translator, dates_data):
+    texts = [s for s, _ in dates_data[1][:16]]
+    ids = source_ids(dates_translator, texts)
+    out = make_greedy_fn(dates_translator.model, DecodeConfig(max_length=14))(ids)
+    tokens, attention, length = out["ids"].numpy(), out["attention"].numpy(), out["length"].numpy()
+    assert tokens.shape[0] == 16 and attention.shape == (16, tokens.shape[1], ids.shape[1])
+    for row, att, n in zip(tokens, attention, length):
+        assert (row[n:] == 0).all() and (row[:n] != 0).all()  # padding only after the end
+        assert row[n - 1] == END_ID  # the last token is [END]: the limit forces it
+        np.testing.assert_allclose(att[:n].sum(-1), 1.0, atol=1e-5)
+        assert (att[n:] == 0).all()
+    assert tokens.shape[1] == length.max()  # the loop stops as soon as every sentence has ended
+
+
+def test_length_limit_ends_a_model_that_never_stops(dates_translator):
+    ids = source_ids(dates_translator, ["5 march 2019", "tuesday, march 5, 2019"])
+    out = greedy(dates_translator.model, ids, DecodeConfig(max_length=14, ratio=0.0, extra=3))
+    assert out["length"].numpy().tolist() == [3, 3]  # two tokens, then the forced [END]
+    assert (out["ids"].numpy()[:, 2] == END_ID).all()
+
+
+def test_length_limits_grow_with_the_source():
+    source = tf.constant([[2, 5, 3, 0, 0], [2, 5, 5, 5, 3]])  # 3 and 5 real tokens
+    limits = length_limits(source, DecodeConfig(max_length=12, ratio=1.5, extra=2))
+    assert limits.numpy().tolist() == [6, 9]  # int(1.5 * 3) + 2, int(1.5 * 5) + 2, both under 12
+
+
+def test_greedy_fn_does_not_retrace(dates_translator):
+    fn = make_greedy_fn(dates_translator.model)
+    for texts in (["5 march 2019"], ["1.2.03", "tuesday, march 5, 2019", "2019 march 05"]):
+        fn(source_ids(dates_translator, texts))
+    assert fn.experimental_get_tracing_count() == 1
+
+
+def test_empty_batch(dates_translator):
+    out = greedy(dates_translator.model, tf.zeros([0, 2], tf.int32))
+    assert out["ids"].shape == (0, 0) and out["attention"].shape == (0, 0, 2) and out["length"].shape == (0,)
+
+
+@pytest.mark.parametrize("fixture", ["dates_translator", "bahdanau_translator"])
+def test_padding_does_not_change_the_translation(fixture, dates_data, request):
+    """Each sentence alone and inside a batch of longer sentences gives the same tokens."""
+    translator = request.getfixturevalue(fixture)
+    fn = make_greedy_fn(translator.model, DecodeConfig(max_length=14))
+    short = [s for s, _ in dates_data[1] if len(s) <= 10][:20]
+    long = "wednesday, september 27, 2045"  # 29 characters: every short sentence gets padded
+    for text in short:
+        alone = fn(source_ids(translator, [text]))
+        batched = fn(source_ids(translator, [long, text, long]))
+        n = int(alone["length"][0])
+        assert int(batched["length"][1]) == n
+        assert batched["ids"][1, :n].numpy().tolist() == alone["ids"][0, :n].numpy().tolist()
+        t_in = alone["attention"].shape[2]
+        np.testing.assert_allclose(batched["attention"][1, :n, :t_in], alone["attention"][0, :n], atol=1e-5)
+        assert (batched["attention"][1, :n, t_in:].numpy() == 0).all()
