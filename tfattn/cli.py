@@ -1,13 +1,24 @@
-"""The `tfattn` command line: `tfattn demo | translate` (see `tfattn COMMAND --help`).
+"""The `tfattn` command line: demo, train, evaluate, translate, export, plot.
+
+    tfattn demo [--attention luong|bahdanau]
+    tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
+    tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test
+    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png]
+    tfattn export --model RUN --out DIR
+    tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
 Errors a user can fix (a missing file, a directory that is not an export, a bad flag value) print
 one line, `tfattn: error: ...`, and exit with status 2; never a traceback.
 """
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 
+
+# -- commands --------------------------------------------------------------------------------------
 
 def _demo(args):
     from tfattn.demo import DemoConfig, main
@@ -17,21 +28,60 @@ def _demo(args):
     main(config, quiet=args.quiet)
 
 
-def _require_export(path):
-    """Fails fast, before TensorFlow loads, when `path` is not an export directory."""
-    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-        raise FileNotFoundError(f"Not a SavedModel directory (no saved_model.pb). Received: path={path!r}")
+def _train(args):
+    from tfattn.runs import train_run
+
+    summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
+                        echo=lambda line: print(line, file=sys.stderr))
+    print(json.dumps(summary))
 
 
-def _translate(args):
-    _require_export(args.model)
+def _evaluate(args):
+    from tfattn import evaluate
+    from tfattn.corpora import SPLITS
+    from tfattn.runs import find_export, load_splits, run_config_of, translate_texts
+
+    path = find_export(args.model)
+    corpus = _corpus_config(args) if args.corpus else getattr(run_config_of(args.model), "corpus", None)
+    if corpus is None:
+        raise ValueError(f"No corpus: pass --corpus (the model directory has no run config). Received: "
+                         f"model={args.model!r}")
+    parts, _ = load_splits(dataclasses.replace(corpus, max_pairs=None))
+    pairs = parts[dict(zip(("train", "validation", "test", "val"), SPLITS + ("validation",)))[args.split]]
+    pairs = pairs[: args.limit] if args.limit else pairs
+    signature, inputs = _signature(path, args.beam)
+    hyps = translate_texts(signature, [s for s, _ in pairs], args.batch_size, **inputs)
+    result = evaluate.evaluate_texts([s for s, _ in pairs], hyps, [t for _, t in pairs])
+    result.update({"split": args.split, "model": path, "beam": args.beam})
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+    print(json.dumps(result))
+
+
+def _signature(path, beam):
     import tensorflow as tf
 
     from tfattn.export import load
 
+    loaded = load(path)
+    if beam and beam > 1:
+        if "translate_beam" not in loaded.signatures:
+            raise ValueError(f"This export has no translate_beam signature. Received: --beam {beam}")
+        inputs = {"beam_width": tf.constant(beam, tf.int32), "length_penalty": tf.constant(0.6)}
+        return loaded.signatures["translate_beam"], inputs
+    return loaded.signatures["translate"], {}
+
+
+def _translate(args):
+    from tfattn.runs import find_export
+
+    path = find_export(args.model)
+    import tensorflow as tf
+
     texts = args.text or [line.rstrip("\n") for line in sys.stdin]
-    translate = load(args.model).signatures["translate"]
-    out = translate(text=tf.constant(texts, tf.string))
+    signature, inputs = _signature(path, args.beam)
+    out = signature(text=tf.constant(texts, tf.string), **inputs)
     for text in out["text"].numpy():
         print(text.decode("utf-8"))
     if args.plot and texts:
@@ -41,8 +91,139 @@ def _translate(args):
         print(f"attention plot: {save_figure(fig, args.plot)}", file=sys.stderr)
 
 
+def _export(args):
+    from tfattn.runs import export_run
+
+    print(export_run(args.model, args.out, checkpoint=args.checkpoint))
+
+
+def _plot(args):
+    from tfattn import plot
+
+    if bool(args.history) == bool(args.bleu_by_length):
+        raise ValueError("Give exactly one of --history FILE or --bleu-by-length FILE [FILE ...]")
+    if args.history:
+        fig = plot.plot_history(_read_json(args.history))
+    else:
+        curves = {os.path.splitext(os.path.basename(p))[0]: _read_json(p)["bleu_by_length"]
+                  for p in args.bleu_by_length}
+        fig = plot.plot_bleu_by_length(curves)
+    print(plot.save_figure(fig, args.out))
+
+
+def _read_json(path):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No such file. Received: path={path!r}")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+# -- configuration from flags ----------------------------------------------------------------------
+
+def _corpus_config(args):
+    from tfattn.runs import CorpusConfig
+
+    splits = tuple(args.splits.split(",")) if args.splits else ("train", "validation", "test")
+    if len(splits) != 3:
+        raise ValueError(f"--splits takes three comma-separated names. Received: splits={args.splits!r}")
+    return CorpusConfig(corpus=args.corpus, format=args.format, strict=args.strict, direction=args.direction,
+                        source_lang=args.source_lang, target_lang=args.target_lang, splits=splits,
+                        data_dir=args.data_dir, max_pairs=getattr(args, "max_pairs", None))
+
+
+def run_config(args):
+    """Flags -> `RunConfig` (every flag overrides one field)."""
+    from tfattn.data import DataConfig
+    from tfattn.decoding import DecodeConfig
+    from tfattn.model import ModelConfig
+    from tfattn.runs import RunConfig, TokenizerConfig, parse_duration
+    from tfattn.train import TrainConfig
+
+    tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
+    model = ModelConfig(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
+                        input_feeding=args.input_feeding, embedding_dim=args.embedding_dim, units=args.units,
+                        rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
+                        max_source_length=args.max_length)
+    budget = parse_duration(args.time_budget) if args.time_budget else None
+    train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
+                        epochs=args.epochs, time_budget=budget, seed=args.seed)
+    data = DataConfig(batch_size=args.batch_size, bucket=not args.no_bucket, seed=args.seed)
+    decode = DecodeConfig(max_length=args.max_length)
+    return RunConfig(corpus=_corpus_config(args), source_tokenizer=tokenizer,
+                     target_tokenizer=dataclasses.replace(tokenizer), model=model, data=data, train=train,
+                     decode=decode, checkpoint_every=args.checkpoint_every)
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+
+def _add_corpus_flags(p, required):
+    g = p.add_argument_group("corpus")
+    g.add_argument("--corpus", required=required,
+                   help="a file (Anki TSV 'English<TAB>Other' or TSV), an URL of an Anki zip, tfds:NAME, or "
+                        "with --format parallel a directory of SPLIT.LANG files")
+    g.add_argument("--format", choices=("anki", "tsv", "parallel"),
+                   help="corpus format (default: guessed; .txt/.tsv files are read as Anki)")
+    g.add_argument("--strict", action="store_true", help="stop at the first bad line instead of skipping it")
+    g.add_argument("--direction", choices=("to_english", "from_english"), default="to_english",
+                   help="Anki files: translate into English (default) or from English")
+    g.add_argument("--source-lang", help="parallel files: source file suffix, e.g. en")
+    g.add_argument("--target-lang", help="parallel files: target file suffix, e.g. de")
+    g.add_argument("--splits", help="parallel/TFDS: train,validation,test split names "
+                                    "(default: train,validation,test; Multi30k: train,val,test_2016_flickr)")
+    g.add_argument("--data-dir", help="TFDS data directory")
+
+
+def _add_train_parser(sub):
+    p = sub.add_parser("train", help="train a model on a corpus; the run directory holds everything",
+                       description="Train an attention model. The run directory (--out) holds config.json, "
+                                   "checkpoints/, best/, history.json and, at the end, export/.")
+    _add_corpus_flags(p, required=False)
+    p.add_argument("--max-pairs", type=int, help="use only this many training pairs (for quick runs)")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    m = p.add_argument_group("model")
+    m.add_argument("--attention", choices=("luong", "bahdanau"), default="luong", help="default: luong")
+    m.add_argument("--score", choices=("dot", "general", "concat", "location"), default="general",
+                   help="Luong score (default: general)")
+    m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
+    m.add_argument("--scale", action="store_true", help="Luong: learned scalar on the scores")
+    m.add_argument("--no-input-feeding", dest="input_feeding", action="store_false",
+                   help="Luong: no input feeding (faster: the decoder RNN runs over the whole target)")
+    m.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="default: gru")
+    m.add_argument("--embedding-dim", type=int, default=256, help="default: 256")
+    m.add_argument("--units", type=int, default=256, help="recurrent units (default: 256)")
+    m.add_argument("--layers", type=int, default=1, help="encoder layers (default: 1)")
+    m.add_argument("--dropout", type=float, default=0.0, help="default: 0.0")
+    t = p.add_argument_group("tokens and batches")
+    t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default="word", help="default: word")
+    t.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size per side (default: 8000)")
+    t.add_argument("--max-length", type=int, default=40,
+                   help="max tokens per sentence; longer training pairs are dropped (default: 40)")
+    t.add_argument("--batch-size", type=int, default=64, help="default: 64")
+    t.add_argument("--no-bucket", action="store_true", help="do not group sentences by length")
+    o = p.add_argument_group("optimization")
+    o.add_argument("--epochs", type=int, default=10, help="default: 10")
+    o.add_argument("--time-budget", help="stop after this long, e.g. 15m, 90s, 1h")
+    o.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
+    o.add_argument("--decay-steps", type=int, help="cosine decay of the learning rate over this many steps")
+    o.add_argument("--clip-norm", type=float, default=5.0, help="gradient clipping by global norm (default: 5)")
+    o.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints (default: 500)")
+    o.add_argument("--seed", type=int, default=0, help="default: 0")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_train)
+
+
+def _add_model_parser(sub, name, help, description):
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("--model", required=True, help="a run directory or an export directory")
+    p.add_argument("--beam", type=int, default=0, help="beam width (default: greedy)")
+    return p
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="tfattn", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="tfattn", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n")[1])
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="train on the offline dates corpus, export, reload, translate, plot",
@@ -52,7 +233,7 @@ def build_parser():
                       help="attention and decoder style (default: luong)")
     demo.add_argument("--n-train", type=int, default=30000, help="training pairs (default: 30000)")
     demo.add_argument("--n-test", type=int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=int, default=2, help="training epochs (default: 2)")
+    demo.add_argument("--epochs", type=int, default=3, help="training epochs (default: 3)")
     demo.add_argument("--time-budget", type=float, default=85.0,
                       help="stop training after this many seconds (default: 85)")
     demo.add_argument("--out-dir", default="saved_models",
@@ -61,12 +242,38 @@ def build_parser():
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=_demo)
 
-    tr = sub.add_parser("translate", help="translate text with an exported model",
-                        description="Translate the given sentences (or stdin lines) with an export.")
-    tr.add_argument("--model", required=True, help="export directory (holds saved_model.pb)")
+    _add_train_parser(sub)
+
+    ev = _add_model_parser(sub, "evaluate", "BLEU and chrF of a model on a corpus split (JSON)",
+                           "Translate a corpus split and print one JSON object: bleu, chrf, n, bleu_by_length "
+                           "(sacrebleu, 13a tokenization, lowercased, against the untouched references).")
+    _add_corpus_flags(ev, required=False)
+    ev.add_argument("--split", choices=("train", "validation", "val", "test"), default="test", help="default: test")
+    ev.add_argument("--limit", type=int, help="evaluate only the first N pairs of the split")
+    ev.add_argument("--batch-size", type=int, default=64, help="sentences per call (default: 64)")
+    ev.add_argument("--output", help="also write the JSON to this file (for tfattn plot --bleu-by-length)")
+    ev.set_defaults(func=_evaluate)
+
+    tr = _add_model_parser(sub, "translate", "translate text with a trained model",
+                           "Translate the given sentences (or stdin lines) with a run or an export.")
     tr.add_argument("text", nargs="*", help="sentences to translate; read from stdin when absent")
     tr.add_argument("--plot", help="save the first sentence's attention heatmap to this PNG path")
     tr.set_defaults(func=_translate)
+
+    ex = sub.add_parser("export", help="export a run's checkpoint as a SavedModel",
+                        description="Write a SavedModel (translate signatures, tokenizers inside) from a run.")
+    ex.add_argument("--model", required=True, help="run directory")
+    ex.add_argument("--out", required=True, help="export directory to write")
+    ex.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="default: best")
+    ex.set_defaults(func=_export)
+
+    pl = sub.add_parser("plot", help="draw training curves or BLEU by sentence length",
+                        description="Draw a run's loss/accuracy curves, or BLEU by source length from "
+                                    "`tfattn evaluate --output` files (one curve per file).")
+    pl.add_argument("--history", help="a run's history.json")
+    pl.add_argument("--bleu-by-length", nargs="+", help="JSON files written by tfattn evaluate --output")
+    pl.add_argument("--out", required=True, help="PNG path to write")
+    pl.set_defaults(func=_plot)
     return parser
 
 
@@ -76,8 +283,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except (FileNotFoundError, ValueError, OSError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, OSError) as e:
         parser.exit(2, f"tfattn: error: {e}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "tfattn: interrupted\n")
     return 0
 
 

@@ -38,7 +38,7 @@ class DemoConfig:
     attention: str = "luong"
     n_train: int = 30000
     n_test: int = 1000
-    epochs: int = 2
+    epochs: int = 3
     time_budget: float | None = 85.0
     out_dir: str = "saved_models"
     seed: int = 0
@@ -85,9 +85,9 @@ def run(config, quiet=False, show=5):
     path = export(translator, os.path.join(config.out_dir, f"dates-{config.attention}"))
     translate = load(path).signatures["translate"]  # from disk, as a server would
     score = exact_match(translate, test_pairs)
-    examples = [s for s, _ in test_pairs[:show]]
-    out = translate(text=tf.constant(examples))
-    for i, source in enumerate(examples):
+    examples = [s for s, _ in test_pairs[: max(show, 1)]]
+    out = translate(text=tf.constant(examples, tf.string))
+    for i, source in enumerate(examples[:show]):
         print(f"{source!r:>34} -> {out['text'][i].numpy().decode()}")
     fig = plot_attention(out["attention"][0], out["input_tokens"][0].numpy(), out["tokens"][0].numpy(),
                          title=f"{config.attention} attention: {examples[0]!r}")

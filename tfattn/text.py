@@ -5,12 +5,19 @@
       -> space out punctuation, split        ["¿", "todavi\u0301a", "esta\u0301", "en", "casa", "?"]
       -> add markers, truncate, look up      [2, 57, 31, 14, 102, 8, 3]      ([START] ... [END])
 
+Three levels: `"char"` (characters), `"word"` (words and punctuation marks, as above) and
+`"wordpiece"`, where each of those words is then split into WordPiece subwords, `"##"` marking a
+piece that continues a word (`"todavi\u0301a"` -> `["toda", "##vi\u0301a"]`); the pieces are learned
+from the training text by tensorflow-text's vocabulary tool.
+
 Ids 0-3 are reserved: 0 padding, 1 `[UNK]`, 2 `[START]`, 3 `[END]`. Detokenization drops them, joins
-tokens (with spaces at the word level, without at the character level), re-attaches punctuation and
-recomposes accents (NFC), so that the output reads like ordinary text.
+tokens (with spaces at the word level, without at the character level, and `"##"` pieces back into
+their words), re-attaches punctuation and recomposes accents (NFC), so that the output reads like
+ordinary text.
 """
 
 import collections
+import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -18,7 +25,9 @@ import tensorflow_text as tf_text
 PAD, UNK, START, END = "", "[UNK]", "[START]", "[END]"
 RESERVED = (PAD, UNK, START, END)
 PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
-LEVELS = ("char", "word")
+LEVELS = ("char", "word", "wordpiece")
+SUFFIX = "##"  # marks a WordPiece that continues a word: "cats" -> ["cat", "##s"]
+PAD_LINE = "[PAD]"  # the padding token in a vocabulary file, where an empty line is not allowed
 NORMALIZATIONS = ("NFKD", "NFKC", "NFD", "NFC")
 
 # Any character that is not a letter, a combining mark, a digit or a space is a token of its own.
@@ -30,7 +39,7 @@ class Tokenizer(tf.Module):
 
     Args:
         vocabulary: list of str. Tokens after the reserved ones (which are added if missing).
-        level: str. `"char"` or `"word"`. Defaults to `"word"`.
+        level: str. `"char"`, `"word"` or `"wordpiece"`. Defaults to `"word"`.
         lowercase: bool. Case-fold the text. Defaults to `True`.
         normalization: str. Unicode normalization form. Defaults to `"NFKD"`.
         max_length: int. Maximum tokens per sentence including `[START]` and `[END]`; longer input
@@ -46,6 +55,15 @@ class Tokenizer(tf.Module):
     [[2, 4, 7, 5, 3]]
     >>> tok.detokenize(tok(["A CAT !"])).numpy().tolist()
     [b'a cat!']
+
+    At the wordpiece level each word is split into the longest pieces of the vocabulary, from the
+    left; a word that cannot be split (an unknown character, or longer than 100 bytes) is one `[UNK]`:
+
+    >>> tok = Tokenizer(["un", "able", "##able", "##s", "cat", "!"], level="wordpiece")
+    >>> tok.split(["Unables, cats!"]).to_list()
+    [[b'un', b'##able', b'##s', b'[UNK]', b'cat', b'##s', b'!']]
+    >>> tok.detokenize(tok(["Unable cats!"])).numpy().tolist()
+    [b'unable cats!']
     """
 
     def __init__(self, vocabulary, level="word", lowercase=True, normalization="NFKD", max_length=64,
@@ -69,6 +87,14 @@ class Tokenizer(tf.Module):
             tf.lookup.KeyValueTensorInitializer(self._tokens[1:], tf.range(1, len(self._vocabulary))),
             default_value=UNK_ID,
         )
+        self._wordpiece = self._wordpiece_tokenizer() if level == "wordpiece" else None
+
+    def _wordpiece_tokenizer(self):
+        """The tensorflow-text WordPiece op, on its own table (int64 ids; the op treats -1 as absent)."""
+        ids = tf.range(1, self.vocab_size, dtype=tf.int64)
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(self._tokens[1:], ids), -1)
+        return tf_text.WordpieceTokenizer(table, suffix_indicator=SUFFIX, token_out_type=tf.string,
+                                          unknown_token=UNK)
 
     @property
     def vocabulary(self):
@@ -85,17 +111,22 @@ class Tokenizer(tf.Module):
         Args:
             texts: iterable of str (or a `tf.data.Dataset` of string scalars).
             max_tokens: int or None. Vocabulary size including the 4 reserved ids.
-            min_count: int. Tokens seen fewer times are left out (they become `[UNK]`).
+            min_count: int. Tokens seen fewer times are left out (they become `[UNK]`); at the
+                wordpiece level, the least count a learned piece needs.
             **kwargs: the other constructor arguments.
 
-        Ties in frequency are broken alphabetically, so the vocabulary is deterministic.
+        Ties in frequency are broken alphabetically, so the vocabulary is deterministic. At the
+        wordpiece level the pieces are learned from the counts of the normalized words by
+        `learn_wordpieces`.
         """
         probe = cls([], **kwargs)
         counts = collections.Counter()
         data = texts if isinstance(texts, tf.data.Dataset) else tf.data.Dataset.from_tensor_slices(list(texts))
         for batch in data.batch(4096):
-            for row in probe.split(batch).to_list():
+            for row in probe._words(batch).to_list():
                 counts.update(t.decode("utf-8") for t in row)
+        if probe.level == "wordpiece":
+            return cls(learn_wordpieces(counts, max_tokens, min_count), **kwargs)
         ranked = sorted((t for t, n in counts.items() if n >= min_count), key=lambda t: (-counts[t], t))
         if max_tokens is not None:
             ranked = ranked[: max(0, max_tokens - len(RESERVED))]
@@ -113,12 +144,19 @@ class Tokenizer(tf.Module):
         if self.lowercase:
             texts = tf_text.case_fold_utf8(texts)
         texts = tf_text.normalize_utf8(texts, self.normalization)
-        if self.level == "word":
+        if self.level != "char":
             texts = tf.strings.regex_replace(texts, _PUNCTUATION, r" \1 ")
         return tf.strings.strip(tf.strings.regex_replace(texts, " +", " "))
 
     def split(self, texts):
         """`(batch,)` strings -> ragged `(batch, None)` string tokens, without markers or truncation."""
+        words = self._words(texts)
+        if self.level != "wordpiece":
+            return words
+        return self._wordpiece.tokenize(words).merge_dims(1, 2)  # (batch, words, pieces) -> (batch, None)
+
+    def _words(self, texts):
+        """`(batch,)` strings -> ragged `(batch, None)` normalized words (characters at the char level)."""
         texts = self.normalize(tf.convert_to_tensor(texts, tf.string))
         if self.level == "char":
             return tf.strings.unicode_split(texts, "UTF-8")
@@ -163,8 +201,26 @@ class Tokenizer(tf.Module):
         if self.level == "char":
             text = tf.strings.reduce_join(tokens, axis=-1)
         else:
-            text = attach_punctuation(tf.strings.reduce_join(tokens, axis=-1, separator=" "))
+            text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+            if self.level == "wordpiece":  # "un ##able" -> "unable" (a stray "##" at the start goes too)
+                text = tf.strings.regex_replace(text, f"(^| ){SUFFIX}", "")
+            text = attach_punctuation(text)
         return tf_text.normalize_utf8(text, "NFC")
+
+    def write_vocabulary(self, path):
+        """Writes the vocabulary to `path`, UTF-8, one token per line: line `i` (0-based) holds id `i`.
+
+        Line 0 holds `"[PAD]"` for the padding id, because `tf.lookup.TextFileInitializer` refuses
+        empty lines; with `LINE_NUMBER` values it then gives the ids of `lookup`, and
+        `tf_text.WordpieceTokenizer(path)` splits words like this tokenizer. Returns `path`.
+        """
+        bad = [t for t in self._vocabulary[1:] if not t or "\n" in t or "\r" in t]
+        if bad:
+            raise ValueError(f"Tokens must be non-empty, without line breaks. Received: tokens={bad[:3]!r}")
+        lines = (PAD_LINE,) + self._vocabulary[1:]
+        with tf.io.gfile.GFile(str(path), "wb") as f:
+            f.write("".join(t + "\n" for t in lines).encode("utf-8"))
+        return path
 
     def get_config(self):
         return {
@@ -178,6 +234,58 @@ class Tokenizer(tf.Module):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def learn_wordpieces(word_counts, max_tokens=None, min_count=1):
+    """Learns WordPiece pieces from word counts with tensorflow-text's vocabulary tool.
+
+    The tool (the learner behind `bert_vocab_from_dataset`) binary-searches a count threshold so
+    that the vocabulary gets close to, and not above, `max_tokens`: every character seen, alone and
+    as a `"##"` suffix, then the pieces (often whole words) whose count reaches the threshold. The
+    characters come first, so that if even they do not fit, what is cut is the rarest pieces.
+    Punctuation is a word of its own after normalization, so its suffixes (`"##?"`) are left out.
+
+    Args:
+        word_counts: dict of str -> int. Normalized words and how often they occur.
+        max_tokens: int or None. Vocabulary size including the 4 reserved ids; `None` keeps every
+            piece counted `min_count` times or more.
+        min_count: int. The least count of a learned piece (the lowest threshold tried).
+
+    Returns:
+        list of str: the pieces, without the reserved tokens.
+
+    Example:
+
+    >>> counts = {"walk": 9, "talk": 9, "walking": 4, "talking": 4, "walks": 2}
+    >>> learn_wordpieces(counts, max_tokens=26)[18:]  # after the 9 characters, alone and as "##" suffixes
+    ['talk', 'walk', '##ing']
+    >>> learn_wordpieces({"hi": 2, "?": 1})
+    ['?', 'h', 'i', '##h', '##i', 'hi']
+    """
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    if not word_counts:
+        return []
+    unlimited = max_tokens is None
+    vocab = learner.learn(dict(word_counts), 2**31 if unlimited else max_tokens, list(RESERVED),
+                          lower_thresh=min_count, upper_thresh=min_count if unlimited else None)
+    pieces = [t for t in vocab if t not in RESERVED and not _continues_punctuation(t)]
+    pieces.sort(key=_characters_first)  # stable: the learner's order within each group
+    return pieces if unlimited else pieces[: max(0, max_tokens - len(RESERVED))]
+
+
+def _continues_punctuation(piece):
+    """True for `"##?"`: a one-character suffix that is not a letter, mark or digit."""
+    return _is_character_suffix(piece) and unicodedata.category(piece[-1])[0] not in "LMN"
+
+
+def _characters_first(piece):
+    """Sort key: 0 for a character, 1 for a character continuing a word (`"##s"`), 2 for the rest."""
+    return 0 if len(piece) == 1 else 1 if _is_character_suffix(piece) else 2
+
+
+def _is_character_suffix(piece):
+    return piece.startswith(SUFFIX) and len(piece) == len(SUFFIX) + 1
 
 
 def attach_punctuation(text):

@@ -157,57 +157,106 @@ class Progress:
         self.stream.flush()
 
 
-def fit(model, dataset, config=None, validation=None, quiet=False, callbacks=()):
-    """Trains `model` on `dataset` with teacher forcing; returns the history dict.
+class Trainer:
+    """Trains a model with teacher forcing and keeps what a checkpoint must hold to resume.
+
+    The optimizer's `iterations` is the global step; `epoch` (1-based, the epoch in progress) and
+    `position` (batches of that epoch already trained) say where in the data to continue, so that
+    `checkpoint()` restores a run to the batch where it stopped.
 
     Args:
         model: a `Seq2Seq` model.
-        dataset: a `tf.data.Dataset` of `(source, target)` int32 batches (see `tfattn.data`).
         config: `TrainConfig`; defaults to `TrainConfig()`.
-        validation: optional dataset; its loss and accuracy are added as `val_loss`, `val_accuracy`.
         quiet: bool. No progress output.
-        callbacks: callables `f(epoch, logs)` run after each epoch.
 
-    Returns:
-        `{"loss": [...], "accuracy": [...], ("val_loss", "val_accuracy"), "tokens_per_s": [...],
-        "seconds": float}`, one entry per epoch.
+    Example:
+
+    >>> trainer = Trainer(model, TrainConfig(epochs=2))
+    >>> history = trainer.fit(dataset, validation=validation_dataset)
     """
-    config = config or TrainConfig()
-    keras.utils.set_random_seed(config.seed)
-    optimizer = getattr(model, "optimizer", None) or make_optimizer(config)
-    model.optimizer = optimizer
-    train_step = make_train_step(model, optimizer, config.clip_norm)
-    eval_step = make_eval_step(model) if validation is not None else None
-    progress, history, start = Progress(quiet), {}, time.perf_counter()
-    for epoch in range(1, config.epochs + 1):
-        logs, tokens_per_s = _run_epoch(train_step, dataset, config, progress, epoch, start)
-        if eval_step is not None:
-            logs.update({f"val_{k}": v for k, v in evaluate_loss(eval_step, validation).items()})
-        for key, value in {**logs, "tokens_per_s": tokens_per_s}.items():
-            history.setdefault(key, []).append(value)
-        progress.end_epoch(epoch, logs, tokens_per_s)
-        for callback in callbacks:
-            callback(epoch, logs)
-        if _out_of_time(config, start) or not math.isfinite(logs["loss"]):
-            break
-    history["seconds"] = time.perf_counter() - start
-    return history
+
+    def __init__(self, model, config=None, quiet=False):
+        self.model = model
+        self.config = config or TrainConfig()
+        keras.utils.set_random_seed(self.config.seed)
+        self.optimizer = make_optimizer(self.config)
+        self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm)
+        self.eval_step = make_eval_step(model)
+        self.epoch = tf.Variable(1, dtype=tf.int64, trainable=False, name="epoch")
+        self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="position")
+        self.progress = Progress(quiet)
+        self.history = {}
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def checkpoint(self, **extra):
+        """A `tf.train.Checkpoint` of the model, optimizer, epoch and data position (and `extra`)."""
+        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, epoch=self.epoch,
+                                   position=self.position, **extra)
+
+    def fit(self, dataset, validation=None, callbacks=(), on_step=None):
+        """Runs epochs `epoch..config.epochs` (or until the time budget); returns the history.
+
+        Args:
+            dataset: a `tf.data.Dataset` of `(source, target)` int32 batches, or a function
+                `epoch -> Dataset` (a resumed run needs each epoch's batches in the same order).
+            validation: optional dataset; adds `val_loss` and `val_accuracy` to each epoch's logs.
+            callbacks: callables `f(epoch, logs)` run after each epoch (validation included).
+            on_step: optional callable `f(trainer, logs)` run after each step.
+
+        Returns:
+            `{"loss": [...], "accuracy": [...], ("val_loss", "val_accuracy"), "tokens_per_s": [...],
+            "seconds": float}`, one entry per epoch run by this call.
+        """
+        start = time.perf_counter()
+        while int(self.epoch) <= self.config.epochs:
+            epoch = int(self.epoch)
+            data = dataset(epoch) if callable(dataset) else dataset
+            logs, tokens_per_s, finished = self._run_epoch(data, start, on_step)
+            if validation is not None:
+                logs.update({f"val_{k}": v for k, v in evaluate_loss(self.eval_step, validation).items()})
+            for key, value in {**logs, "tokens_per_s": tokens_per_s}.items():
+                self.history.setdefault(key, []).append(value)
+            self.progress.end_epoch(epoch, logs, tokens_per_s)
+            if finished:
+                self.epoch.assign_add(1)
+                self.position.assign(0)
+            for callback in callbacks:
+                callback(epoch, logs)
+            if not finished or not math.isfinite(logs["loss"]) or _out_of_time(self.config, start):
+                break
+        self.history["seconds"] = time.perf_counter() - start
+        return self.history
+
+    def _run_epoch(self, dataset, start, on_step):
+        """Trains from `position` to the end of the epoch; returns `(logs, tokens_per_s, finished)`."""
+        sums, tokens, t0, epoch = np.zeros(2), 0, time.perf_counter(), int(self.epoch)
+        end = self.config.steps_per_epoch
+        data = dataset.take(end) if end else dataset
+        for source, target in data.skip(int(self.position)):
+            out = self.train_step(source, target)
+            self.position.assign_add(1)
+            n = int(out["tokens"])
+            sums += np.array([float(out["loss"]), float(out["accuracy"])]) * n
+            tokens += n
+            logs = dict(zip(("loss", "accuracy"), (sums / max(tokens, 1)).tolist()))
+            self.progress.update(epoch, int(self.position), logs, tokens / (time.perf_counter() - t0))
+            if on_step is not None:
+                on_step(self, {**logs, "step_loss": float(out["loss"])})
+            if _out_of_time(self.config, start):
+                return logs, tokens / (time.perf_counter() - t0), False
+        logs = dict(zip(("loss", "accuracy"), (sums / max(tokens, 1)).tolist()))
+        return logs, tokens / max(time.perf_counter() - t0, 1e-9), True
 
 
-def _run_epoch(train_step, dataset, config, progress, epoch, start):
-    sums, tokens, t0 = np.zeros(2), 0, time.perf_counter()
-    data = dataset.take(config.steps_per_epoch) if config.steps_per_epoch else dataset
-    for step, (source, target) in enumerate(data, 1):
-        out = train_step(source, target)
-        n = int(out["tokens"])
-        sums += np.array([float(out["loss"]), float(out["accuracy"])]) * n
-        tokens += n
-        tokens_per_s = tokens / (time.perf_counter() - t0)
-        progress.update(epoch, step, dict(zip(("loss", "accuracy"), sums / max(tokens, 1))), tokens_per_s)
-        if _out_of_time(config, start):
-            break
-    logs = dict(zip(("loss", "accuracy"), (sums / max(tokens, 1)).tolist()))
-    return logs, tokens / max(time.perf_counter() - t0, 1e-9)
+def fit(model, dataset, config=None, validation=None, quiet=False, callbacks=()):
+    """Trains `model` on `dataset` with teacher forcing; returns the history dict.
+
+    A shortcut for `Trainer(model, config, quiet).fit(dataset, validation, callbacks)`; see `Trainer`.
+    """
+    return Trainer(model, config, quiet).fit(dataset, validation, callbacks)
 
 
 def _out_of_time(config, start):

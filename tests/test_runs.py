@@ -1,0 +1,178 @@
+"""Training runs: config, corpora splits, run directory, checkpoints, SIGKILL and resume, evaluate."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from conftest import shared_data
+from tfattn import dates
+from tfattn.runs import (CorpusConfig, RunConfig, find_export, load_splits, parse_duration,
+                         run_config_of)
+
+
+@pytest.mark.parametrize("text, seconds", [("15m", 900), ("90s", 90), ("1h", 3600), ("1h30m", 5400),
+                                           ("45", 45), ("2.5m", 150)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "15x", "m"])
+def test_parse_duration_errors_name_the_value(text):
+    with pytest.raises(ValueError, match=f"duration={text!r}"):
+        parse_duration(text)
+
+
+def test_run_config_round_trips_through_json():
+    config = RunConfig()
+    config.model.attention, config.corpus.splits = "bahdanau", ("train", "val", "test_2016_flickr")
+    again = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config
+
+
+def write_anki(path, n, seed=0):
+    """An Anki-format file: English (here the ISO date) <TAB> other language (the written date)."""
+    pairs = dates.generate(n, seed=seed)
+    path.write_text("".join(f"{iso}\t{text}\n" for text, iso in pairs), encoding="utf-8")
+    return pairs
+
+
+def test_load_splits_of_a_single_file(tmp_path):
+    pairs = write_anki(tmp_path / "d.txt", 120)
+    parts, summary = load_splits(CorpusConfig(corpus=str(tmp_path / "d.txt")))
+    assert [len(parts[k]) for k in ("train", "validation", "test")] == [114, 3, 3]
+    assert parts["test"] == [pairs[0], pairs[50], pairs[100]]  # (written date, ISO): other -> English
+    assert summary.startswith("d.txt: 120 lines read, 0 skipped")
+    small, _ = load_splits(CorpusConfig(corpus=str(tmp_path / "d.txt"), max_pairs=10))
+    assert len(small["train"]) == 10 and len(small["test"]) == 3
+
+
+def test_load_splits_of_parallel_files(tmp_path):
+    for split, n in (("train", 5), ("val", 2), ("test_2016_flickr", 3)):
+        (tmp_path / f"{split}.en").write_text("".join(f"en {split} {i}\n" for i in range(n)))
+        (tmp_path / f"{split}.de").write_text("".join(f"de {split} {i}\n" for i in range(n)))
+    config = CorpusConfig(corpus=str(tmp_path), format="parallel", source_lang="en", target_lang="de",
+                          splits=("train", "val", "test_2016_flickr"))
+    parts, _ = load_splits(config)
+    assert [len(parts[k]) for k in ("train", "validation", "test")] == [5, 2, 3]
+    assert parts["validation"][1] == ("en val 1", "de val 1")
+
+
+def tfattn(*args, **kwargs):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen([sys.executable, "-m", "tfattn.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+
+
+def events(run, kind):
+    path = os.path.join(run, "log.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return [r for r in map(json.loads, lines) if r["event"] == kind]
+
+
+TRAIN_FLAGS = ["--units", "32", "--embedding-dim", "16", "--batch-size", "8", "--no-bucket", "--tokenizer",
+               "char", "--max-length", "40", "--learning-rate", "0.003", "--checkpoint-every", "10", "--quiet"]
+
+
+def test_sigkill_mid_epoch_then_resume(tmp_path):
+    write_anki(tmp_path / "d.txt", 3000)  # 2,880 training pairs: 360 batches of 8 per epoch
+    run = str(tmp_path / "run")
+    flags = ["train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1", *TRAIN_FLAGS]
+    proc = tfattn(*flags)
+    deadline = time.time() + 300
+    while len(events(run, "checkpoint")) < 3 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = events(run, "checkpoint")
+    last = before[-1]
+    assert last["epoch"] == 1 and 0 < last["position"] < 360  # killed mid-epoch
+    # The files are intact: the latest checkpoint is the last one logged, and it reads back.
+    latest = tf.train.latest_checkpoint(os.path.join(run, "checkpoints"))
+    assert latest.endswith(f"ckpt-{last['step']}")
+    reader = tf.train.load_checkpoint(latest)
+    assert reader.get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == last["position"]
+
+    resumed = tfattn(*flags[:-1], "--resume", "--quiet")
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    assert f"resumed from step {last['step']} (epoch 1, batch {last['position']})" in err
+    after = events(run, "checkpoint")[len(before):]
+    assert after[0]["step"] == last["step"] + 10 - last["step"] % 10 or after[0]["step"] > last["step"]
+    assert after[0]["loss"] < 0.8 * before[0]["loss"]  # goes on from a trained model, not from scratch
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["steps"] == 360  # the epoch was finished from the batch after the checkpoint
+    assert os.path.exists(os.path.join(run, "export", "saved_model.pb"))
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    write_anki(tmp / "d.txt", 600)
+    run = str(tmp / "run")
+    proc = tfattn("train", "--corpus", str(tmp / "d.txt"), "--out", run, "--epochs", "2", *TRAIN_FLAGS)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return run, json.loads(out.strip().splitlines()[-1])
+
+
+def test_run_directory_contents(small_run):
+    run, summary = small_run
+    for name in ("config.json", "tokenizers.json", "history.json", "log.jsonl", "summary.json"):
+        assert os.path.isfile(os.path.join(run, name)), name
+    assert tf.train.latest_checkpoint(os.path.join(run, "best")) is not None
+    history = json.load(open(os.path.join(run, "history.json")))
+    assert len(history["val_loss"]) == 2 and summary["best_val_loss"] == pytest.approx(min(history["val_loss"]))
+    assert find_export(run) == os.path.join(run, "export")
+    assert run_config_of(run).model.units == 32
+
+
+def test_refuses_to_overwrite_a_run(small_run, tmp_path):
+    run, _ = small_run
+    proc = tfattn("train", "--corpus", str(tmp_path / "x.txt"), "--out", run, "--quiet")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "already holds a run; pass --resume" in err and "Traceback" not in err
+
+
+def test_evaluate_translate_export_and_plot(small_run, tmp_path):
+    run, _ = small_run
+    proc = tfattn("evaluate", "--model", run, "--split", "test", "--output", str(tmp_path / "e.json"))
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert {"bleu", "chrf", "n", "bleu_by_length"} <= set(result) and result["n"] == 12  # 600 lines: 12 test
+    assert sum(b["n"] for b in result["bleu_by_length"].values()) == 12
+    proc = tfattn("plot", "--bleu-by-length", str(tmp_path / "e.json"), "--out", str(tmp_path / "b.png"))
+    assert proc.wait(timeout=120) == 0 and (tmp_path / "b.png").stat().st_size > 0
+    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "exp"))
+    assert proc.wait(timeout=300) == 0 and (tmp_path / "exp" / "saved_model.pb").exists()
+    proc = tfattn("translate", "--model", str(tmp_path / "exp"), "5 march 2019")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and len(out.splitlines()) == 1, err
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("corpus, flags", [
+    (("spa-eng", "spa.txt"), []),
+    (("multi30k-en-de",), ["--format", "parallel", "--source-lang", "en", "--target-lang", "de",
+                           "--splits", "train,val,test_2016_flickr"]),
+])
+def test_train_then_evaluate_on_real_corpora(corpus, flags, tmp_path):
+    path = str(shared_data(*corpus))
+    run = str(tmp_path / "run")
+    proc = tfattn("train", "--corpus", path, *flags, "--out", run, "--max-pairs", "1500", "--epochs", "1",
+                  "--units", "32", "--embedding-dim", "16", "--vocab-size", "2000", "--quiet")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    proc = tfattn("evaluate", "--model", run, "--split", "test", "--limit", "100")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["n"] == 100
