@@ -233,7 +233,7 @@ def build_parser():
                       help="attention and decoder style (default: luong)")
     demo.add_argument("--n-train", type=int, default=30000, help="training pairs (default: 30000)")
     demo.add_argument("--n-test", type=int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=int, default=3, help="training epochs (default: 3)")
+    demo.add_argument("--epochs", type=int, default=4, help="training epochs (default: 4)")
     demo.add_argument("--time-budget", type=float, default=85.0,
                       help="stop training after this many seconds (default: 85)")
     demo.add_argument("--out-dir", default="saved_models",

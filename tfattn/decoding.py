@@ -1,17 +1,23 @@
-"""Decoding inside `tf.function`: greedy search, batched, with the attention weights of every step.
+"""Decoding inside `tf.function`: greedy search, sampling and beam search, batched, with the attention
+weights of every step.
 
     memory, state = model.encode(source)
     token = [START]
     repeat until every sentence has emitted [END] or reached its length limit:
         logits, weights, state = decoder.step(token, state, memory)
-        token = argmax(logits)             # finished sentences keep emitting padding
+        token = argmax(logits)             # never padding or [START]; finished sentences emit padding
+
+`sample` draws the token instead (temperature, top-k, a seed), for teaching; `beam_search` keeps the
+`beam` best hypotheses of every sentence in `batch * beam` rows and returns the `n_best` of them.
 
 Each sentence's length limit grows with its source: `min(max_length, ratio * t_src + extra)`,
 where `t_src` counts the source tokens without padding. A model that never emits `[END]` still stops.
 """
 
 import dataclasses
+import typing
 
+import numpy as np
 import tensorflow as tf
 
 from tfattn.text import END_ID, PAD_ID, START_ID
@@ -56,7 +62,18 @@ def greedy(model, source, config=None):
         `attention` float32 `(batch, t_out, t_in)`, zero rows after `[END]`; `length` int32
         `(batch,)`, the number of output tokens, `[END]` included.
     """
-    config = config or DecodeConfig()
+    return _decode(model, source, config or DecodeConfig(), _argmax)
+
+
+def _argmax(t, logits):
+    return tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch,)
+
+
+def _decode(model, source, config, choose):
+    """The one-hypothesis-per-sentence loop of `greedy` and `sample`.
+
+    `choose(t, logits (batch, vocab))` picks the next token `(batch,)` int32 at step `t`.
+    """
     source = tf.convert_to_tensor(source, tf.int32)
     batch = tf.shape(source)[0]
     limits = length_limits(source, config)  # (batch,)
@@ -68,7 +85,7 @@ def greedy(model, source, config=None):
 
     def body(t, token, done, state, ids_ta, attn_ta):
         logits, weights, state = model.decoder.step(token, state, memory)  # (batch, vocab), (batch, t_in)
-        token = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch,)
+        token = choose(t, _only_outputs(tf.cast(logits, tf.float32)))  # (batch,)
         token = tf.where(t + 1 >= limits, END_ID, token)  # the last allowed token is [END]
         token = tf.where(done, PAD_ID, token)
         weights = tf.where(done[:, None], 0.0, tf.cast(weights, tf.float32))
@@ -85,13 +102,17 @@ def greedy(model, source, config=None):
 
 def _stack(ids_ta, attn_ta, batch, t_in):
     """TensorArrays of steps -> batch-major tensors; an empty loop gives `(batch, 0)` shapes."""
-    steps = ids_ta.size()
-    ids = tf.cond(steps > 0, lambda: tf.transpose(ids_ta.stack(), [1, 0]),
-                  lambda: tf.zeros([batch, 0], tf.int32))  # (batch, t_out)
-    attention = tf.cond(steps > 0, lambda: tf.transpose(attn_ta.stack(), [1, 0, 2]),
-                        lambda: tf.zeros([batch, 0, t_in], tf.float32))  # (batch, t_out, t_in)
+    ids = _stack_steps(ids_ta, [1, 0], [batch, 0])  # (batch, t_out)
+    attention = _stack_steps(attn_ta, [1, 0, 2], [batch, 0, t_in])  # (batch, t_out, t_in)
     length = tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)  # (batch,), [END] included
     return {"ids": ids, "attention": attention, "length": length}
+
+
+def _stack_steps(array, perm, empty_shape):
+    """A TensorArray of per-step tensors, stacked and transposed by `perm`; zeros of `empty_shape`
+    when no step ran (an empty TensorArray cannot be stacked when its element shape is unknown)."""
+    return tf.cond(array.size() > 0, lambda: tf.transpose(array.stack(), perm),
+                   lambda: tf.zeros(empty_shape, array.dtype))
 
 
 def make_greedy_fn(model, config=None):
@@ -103,3 +124,369 @@ def make_greedy_fn(model, config=None):
         return greedy(model, source, config)
 
     return greedy_fn
+
+
+# -- sampling -------------------------------------------------------------------------------------
+
+
+def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None):
+    """Random decoding, for teaching: every token is drawn from the model's distribution.
+
+    The logits are divided by `temperature` and, when `top_k > 0`, cut to the `top_k` most likely
+    tokens before the draw; padding and `[START]` are never drawn. Draws are stateless: step `t` uses the
+    seed pair `(seed, t)`, so the same model, source and seed give the same output, eagerly or in a
+    `tf.function`. (A row's draw also depends on its place in the batch.) Sampling is never a
+    default: `greedy` and `beam_search` are the ways to translate.
+
+    Args:
+        model: anything with `encode` and `decoder.step`, like a `Seq2Seq` model.
+        source: int32 `(batch, t_in)`, right-padded with 0, with `[START]`/`[END]` markers.
+        temperature: float or float32 scalar tensor, > 0. Below 1 sharpens the distribution (it
+            approaches greedy as it goes to 0), above 1 flattens it. Defaults to `1.0`.
+        top_k: int or int32 scalar tensor, >= 0. Draw among the `top_k` most likely tokens only;
+            `0` keeps them all, `1` is greedy. Defaults to `0`.
+        seed: int or integer scalar tensor. Defaults to `0`.
+        config: `DecodeConfig`; defaults to `DecodeConfig()`.
+
+    Returns:
+        The dict of `greedy`: `ids` int32 `(batch, t_out)`, `attention` float32
+        `(batch, t_out, t_in)`, `length` int32 `(batch,)`.
+
+    Raises:
+        ValueError: if `temperature` is not > 0 or `top_k` is negative, when their values are known
+            while tracing (a tensor fed at run time is checked by the graph instead).
+    """
+    temperature = _checked_temperature(temperature)
+    top_k = _checked_top_k(top_k)
+    seed = tf.cast(seed, tf.int64)
+
+    def choose(t, logits):
+        logits = logits - tf.reduce_max(logits, axis=-1, keepdims=True)  # max 0: no overflow below
+        logits = _keep_top_k(logits / temperature, top_k)  # (batch, vocab)
+        seed_pair = tf.stack([seed, tf.cast(t, tf.int64)])  # (2,)
+        return tf.random.stateless_categorical(logits, 1, seed_pair, dtype=tf.int32)[:, 0]  # (batch,)
+
+    return _decode(model, source, config or DecodeConfig(), choose)
+
+
+def _checked_temperature(temperature):
+    value = tf.get_static_value(temperature)
+    if value is not None:
+        if not np.all(np.asarray(value) > 0):  # NaN fails too
+            raise ValueError(f"temperature must be > 0. Received: temperature={np.asarray(value).tolist()!r}")
+        return tf.constant(value, tf.float32)
+    temperature = tf.cast(temperature, tf.float32)
+    tf.debugging.assert_positive(temperature, message="temperature must be > 0")
+    return temperature
+
+
+def _checked_top_k(top_k):
+    value = tf.get_static_value(top_k)
+    if value is not None and not np.all(np.asarray(value) >= 0):
+        raise ValueError(f"top_k must be >= 0 (0 keeps every token). Received: top_k={np.asarray(value).tolist()!r}")
+    return tf.maximum(tf.cast(top_k, tf.int32), 0)
+
+
+def _can_output(vocab_ids):
+    """Padding and `[START]` are never output tokens. `vocab_ids` int32 -> bool, same shape."""
+    return (vocab_ids != PAD_ID) & (vocab_ids != START_ID)
+
+
+def _only_outputs(logits):
+    """Logits `(rows, vocab)` with -inf for the ids `_can_output` rules out."""
+    allowed = _can_output(tf.range(tf.shape(logits)[-1]))  # (vocab,)
+    return tf.where(allowed, logits, tf.constant(-np.inf, logits.dtype))
+
+
+def _keep_top_k(logits, top_k):
+    """Logits `(rows, vocab)` below each row's `top_k`-th largest become -inf; `top_k = 0` keeps all."""
+    vocab = tf.shape(logits)[-1]
+    k = tf.where(top_k > 0, tf.minimum(top_k, vocab), vocab)
+    kth = tf.math.top_k(logits, k=k).values[:, -1:]  # (rows, 1)
+    return tf.where(logits < kth, tf.constant(-np.inf, logits.dtype), logits)
+
+
+# -- beam search ----------------------------------------------------------------------------------
+
+MAX_BEAM_WIDTH = 64
+COVERAGE_FLOOR = 1e-10  # a source position never attended adds beta * log(1e-10), not -inf
+_NEG_INF = float("-inf")
+
+
+class _BeamParams(typing.NamedTuple):
+    """The search's settings as scalar tensors, clamped to their valid ranges."""
+
+    beam: tf.Tensor  # int32, in [1, min(vocab, MAX_BEAM_WIDTH)]
+    vocab: tf.Tensor  # int32
+    alpha: tf.Tensor  # float32, length penalty, in [0, 5]
+    beta: tf.Tensor  # float32, coverage penalty, in [0, 5]
+    n_best: tf.Tensor  # int32, in [1, beam]
+
+
+def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalty=0.0, n_best=None,
+                config=None):
+    """Beam search of a batch of source ids, with the length and coverage penalties of GNMT.
+
+    Sentence `b` keeps `beam` hypotheses in rows `b * beam` to `b * beam + beam - 1` of a
+    `(batch * beam, ...)` decoder state. At every step each hypothesis is extended by every token
+    (never padding), and the `beam` best of the `beam * vocab` candidates survive, ranked by
+
+        score(Y) = log P(Y | X) / lp(Y) + cp(X; Y)       lp(Y) = ((5 + |Y|) / 6) ** alpha
+        cp(X; Y) = beta * sum_i log(min(sum_j a_ij, 1))
+
+    where `|Y|` counts output tokens including `[END]`, `a_ij` is the attention of output step `j`
+    on source position `i`, `i` runs over the source positions that are not padding, and the log is
+    floored at `log(1e-10)`. Log-probabilities are `log_softmax` in float32. At step 0 the beams are
+    all the same, so only beam 0 is expanded (the others start at log-probability -inf). A
+    hypothesis that emits `[END]` is finished: its score is frozen and it stays in the beam until
+    `beam` better hypotheses push it out. At a sentence's length limit `[END]` is the only allowed
+    token, as in `greedy`; the search stops when every beam of every sentence has finished. Tokens
+    and attention are back-tracked through the parent beams, so every returned alignment is the
+    one its own tokens were produced with.
+
+    Args:
+        model: anything with `encode(source) -> (memory, state)` and
+            `decoder.step(token (rows,), state, memory) -> (logits (rows, vocab), weights
+            (rows, t_in), state)`, like a `Seq2Seq` model; `memory` and `state` are nested tensors
+            with batch first, and `memory["mask"]` is bool `(batch, t_in)`.
+        source: int32 `(batch, t_in)`, right-padded with 0, with `[START]`/`[END]` markers.
+        beam_width: int or int32 scalar tensor. Clamped to `[1, min(vocab, 64)]`: 0 or negative
+            gives 1, which is greedy search. Defaults to `4`.
+        length_penalty: float or float32 scalar tensor, `alpha`. Clamped to `[0, 5]`; NaN counts
+            as 0 (no length normalization). Defaults to `0.6`.
+        coverage_penalty: float or float32 scalar tensor, `beta`. Clamped to `[0, 5]`; NaN counts
+            as 0. Defaults to `0.0` (off).
+        n_best: int or int32 scalar tensor, the hypotheses returned per sentence, clamped to
+            `[1, beam]`. Defaults to `None`: the clamped beam width.
+        config: `DecodeConfig` with the length limits; defaults to `DecodeConfig()`.
+
+    Returns:
+        A dict, hypotheses best first: `ids` int32 `(batch, n_best, t_out)` without `[START]`,
+        `[END]` included, 0 after it; `scores` float32 `(batch, n_best)`; `attention` float32
+        `(batch, n_best, t_out, t_in)`, zero rows after `[END]`; `length` int32
+        `(batch, n_best)`, output tokens including `[END]`. Where fewer than `n_best` hypotheses
+        can exist (with a length limit of one token, only `[END]`), the missing ones have score
+        -inf, length 0, and zero ids and attention.
+
+    Reference: Wu et al. 2016, "Google's Neural Machine Translation System", arXiv 1609.08144,
+    section 7, eq. 14.
+    """
+    config = config or DecodeConfig()
+    source = tf.convert_to_tensor(source, tf.int32)
+    batch, t_in = tf.shape(source)[0], tf.shape(source)[1]
+    limits = length_limits(source, config)  # (batch,)
+    # 1. Encode, and take the first step once per sentence: every beam would read the same [START].
+    memory, state = model.encode(source)
+    first = model.decoder.step(tf.fill([batch], START_ID), state, memory)  # (logits, weights, state)
+    p = _beam_params(beam_width, length_penalty, coverage_penalty, n_best, vocab=tf.shape(first[0])[1])
+    # 2. Give every sentence `beam` rows: (batch, ...) -> (batch * beam, ...).
+    memory, first = _repeat_rows((memory, first), p.beam)
+    # 3. Search; 4. back-track the n best hypotheses of every sentence.
+    beams, steps = _beam_loop(model, memory, first, limits, p, config.max_length)
+    return _best_hypotheses(beams, steps, p.n_best, t_in)
+
+
+def _beam_params(beam_width, length_penalty, coverage_penalty, n_best, vocab):
+    """The arguments of `beam_search` as clamped scalar tensors (see its docstring for the ranges)."""
+    beam = tf.clip_by_value(tf.cast(beam_width, tf.int32), 1, tf.minimum(vocab, MAX_BEAM_WIDTH))
+    n_best = beam if n_best is None else tf.clip_by_value(tf.cast(n_best, tf.int32), 1, beam)
+    return _BeamParams(beam, vocab, _penalty(length_penalty), _penalty(coverage_penalty), n_best)
+
+
+def _penalty(value):
+    """A penalty weight as a float32 scalar: NaN -> 0, then clamped to [0, 5]."""
+    value = tf.cast(value, tf.float32)
+    return tf.clip_by_value(tf.where(tf.math.is_nan(value), 0.0, value), 0.0, 5.0)
+
+
+def _repeat_rows(structure, beam):
+    """Every tensor's rows repeated `beam` times: `(batch, ...)` -> `(batch * beam, ...)`, row `b * beam + k`."""
+    return tf.nest.map_structure(lambda x: tf.repeat(x, beam, axis=0), structure)
+
+
+def _rows(parents, beam):
+    """Parent beams `(batch, beam)` -> their rows `(batch * beam,)` in the repeated state: `b * beam + parent`."""
+    batch = tf.shape(parents)[0]
+    return tf.reshape(parents + tf.range(batch)[:, None] * beam, [-1])  # (batch * beam,)
+
+
+def _beam_loop(model, memory, first, limits, p, max_length):
+    """Selects and steps until every beam has finished.
+
+    Returns:
+        The final beams (see `_initial_beams`) and three TensorArrays over steps: the tokens
+        `(batch, beam)`, parent beams `(batch, beam)` and attention `(batch, beam, t_in)` chosen.
+    """
+    logits, weights, state = first  # (batch * beam, vocab), (batch * beam, t_in), state
+    beams = _initial_beams(tf.shape(limits)[0], p.beam, tf.shape(weights)[1])
+    mask = tf.cast(memory["mask"], tf.bool)  # (batch * beam, t_in)
+    steps = (tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None, None]),
+             tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None, None]),
+             tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None, None, None]))
+
+    def body(t, logits, weights, state, beams, steps):
+        beams, chosen = _beam_select(t, logits, weights, beams, limits, mask, p)
+        tokens, parents, _ = chosen  # (batch, beam) each
+        rows = _rows(parents, p.beam)  # (batch * beam,)
+        state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)  # (batch * beam, ...)
+        # The step after the last selection goes unused: the price of a first step of `batch` rows.
+        logits, weights, state = model.decoder.step(tf.reshape(tokens, [-1]), state, memory)
+        steps = tuple(array.write(t, x) for array, x in zip(steps, chosen))
+        return t + 1, logits, weights, state, beams, steps
+
+    def not_finished(t, logits, weights, state, beams, steps):
+        return tf.logical_not(tf.reduce_all(beams["finished"]))
+
+    loop_vars = (tf.constant(0), logits, weights, state, beams, steps)
+    *_, beams, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=_any_size(loop_vars),
+                                     maximum_iterations=max_length)
+    return beams, steps
+
+
+def _any_size(loop_vars):
+    """Shape invariants that let every axis vary: a static batch or beam size may enter the loop,
+    while the gathers inside it give unknown sizes. (A TensorArray is not constrained.)"""
+    def relaxed(value):
+        if isinstance(value, tf.TensorArray):
+            return tf.TensorShape(None)
+        return tf.TensorShape([None] * value.shape.rank)
+
+    return tf.nest.map_structure(relaxed, loop_vars)
+
+
+def _initial_beams(batch, beam, t_in):
+    """Beam 0 of every sentence holds the empty hypothesis; the others start at -inf, never expanded."""
+    log_prob = tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)  # (beam,)
+    log_prob = tf.tile(log_prob[None, :], [batch, 1])  # (batch, beam)
+    return {
+        "log_prob": log_prob,  # log P(Y | X), summed over the tokens so far
+        "score": log_prob,  # the ranking score, frozen once finished
+        "length": tf.zeros([batch, beam], tf.int32),  # output tokens, [END] included
+        "finished": tf.zeros([batch, beam], tf.bool),
+        "coverage": tf.zeros([batch * beam, t_in], tf.float32),  # attention summed over the steps so far
+    }
+
+
+def _beam_select(t, logits, weights, beams, limits, mask, p):
+    """Keeps the `beam` best candidates of every sentence at step `t`.
+
+    Returns:
+        The new beams, and what was chosen: tokens `(batch, beam)`, parent beams `(batch, beam)`
+        and attention `(batch, beam, t_in)` (zero for a beam that had already finished).
+    """
+    weights = tf.cast(weights, tf.float32)  # (batch * beam, t_in)
+    log_prob, score = _candidates(t, logits, weights, beams, limits, mask, p)  # (batch, beam * vocab)
+    score, index = tf.math.top_k(score, k=p.beam)  # (batch, beam), best first
+    parents, tokens = index // p.vocab, index % p.vocab  # (batch, beam)
+    was_finished = tf.gather(beams["finished"], parents, batch_dims=1)  # (batch, beam)
+    impossible = tf.equal(score, _NEG_INF)  # fewer than `beam` candidates could exist
+    tokens = tf.where(was_finished | impossible, PAD_ID, tokens)
+    rows = _rows(parents, p.beam)  # (batch * beam,)
+    attention = tf.where(tf.reshape(was_finished, [-1, 1]), 0.0, tf.gather(weights, rows))  # (batch * beam, t_in)
+    new_beams = {
+        "log_prob": tf.gather(log_prob, index, batch_dims=1),  # (batch, beam)
+        "score": score,
+        "length": tf.where(was_finished, tf.gather(beams["length"], parents, batch_dims=1), t + 1),
+        "finished": was_finished | impossible | tf.equal(tokens, END_ID),
+        "coverage": tf.gather(beams["coverage"], rows) + attention,  # (batch * beam, t_in)
+    }
+    batch, t_in = tf.shape(parents)[0], tf.shape(weights)[1]
+    attention = tf.reshape(attention, [batch, p.beam, t_in])  # (batch, beam, t_in)
+    return new_beams, (tokens, parents, attention)
+
+
+def _candidates(t, logits, weights, beams, limits, mask, p):
+    """Every beam extended by every token: log-probabilities and scores, both `(batch, beam * vocab)`.
+
+    Padding and `[START]` are never new tokens, and at the length limit only `[END]` is. A finished beam has a
+    single candidate, itself followed by padding, with its frozen log-probability and score.
+    """
+    batch = tf.shape(limits)[0]
+    step = tf.nn.log_softmax(tf.cast(logits, tf.float32))  # (batch * beam, vocab)
+    step = tf.reshape(step, [batch, p.beam, p.vocab])  # (batch, beam, vocab)
+    vocab_ids = tf.range(p.vocab)  # (vocab,)
+    at_limit = (t + 1 >= limits)[:, None, None]  # (batch, 1, 1)
+    allowed = tf.where(at_limit, vocab_ids == END_ID, _can_output(vocab_ids))  # (batch, 1, vocab)
+    log_prob = tf.where(allowed, beams["log_prob"][:, :, None] + step, _NEG_INF)  # (batch, beam, vocab)
+    coverage = _coverage_penalty(beams["coverage"] + weights, mask, p.beta)  # (batch * beam,)
+    coverage = tf.reshape(coverage, [batch, p.beam, 1])  # (batch, beam, 1)
+    score = log_prob / _length_penalty(t + 1, p.alpha) + coverage  # (batch, beam, vocab)
+    finished, is_pad = beams["finished"][:, :, None], vocab_ids == PAD_ID  # (batch, beam, 1), (vocab,)
+    log_prob = tf.where(finished, tf.where(is_pad, beams["log_prob"][:, :, None], _NEG_INF), log_prob)
+    score = tf.where(finished, tf.where(is_pad, beams["score"][:, :, None], _NEG_INF), score)
+    flat = [batch, p.beam * p.vocab]
+    return tf.reshape(log_prob, flat), tf.reshape(score, flat)  # (batch, beam * vocab) each
+
+
+def _length_penalty(length, alpha):
+    """GNMT's `lp(Y) = ((5 + |Y|) / 6) ** alpha`."""
+    return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha
+
+
+def _coverage_penalty(coverage, mask, beta):
+    """GNMT's `beta * sum_i log(min(coverage_i, 1))` over real source positions: `(rows, t_in)` -> `(rows,)`."""
+    logs = tf.math.log(tf.clip_by_value(coverage, COVERAGE_FLOOR, 1.0))  # (rows, t_in)
+    return beta * tf.reduce_sum(tf.where(mask, logs, 0.0), axis=1)  # (rows,)
+
+
+def _best_hypotheses(beams, steps, n_best, t_in):
+    """The `n_best` final beams of every sentence, best first, back-tracked to their tokens and attention."""
+    scores, order = tf.math.top_k(beams["score"], k=n_best)  # (batch, n_best)
+    ids, attention = _backtrack(steps, order, t_in)  # (batch, n_best, t_out), (batch, n_best, t_out, t_in)
+    real = scores > _NEG_INF  # (batch, n_best): False for hypotheses that could not exist
+    return {
+        "ids": tf.where(real[:, :, None], ids, PAD_ID),
+        "scores": scores,
+        "attention": tf.where(real[:, :, None, None], attention, 0.0),
+        "length": tf.where(real, tf.gather(beams["length"], order, batch_dims=1), 0),
+    }
+
+
+def _backtrack(steps, order, t_in):
+    """Follows every hypothesis from its final beam back to step 0 through the parent beams.
+
+    Args:
+        steps: TensorArrays of tokens `(batch, beam)`, parents `(batch, beam)`, attention
+            `(batch, beam, t_in)`, one element per step.
+        order: int32 `(batch, n_best)`, the final beams of the hypotheses.
+
+    Returns:
+        ids int32 `(batch, n_best, t_out)` and attention float32 `(batch, n_best, t_out, t_in)`.
+    """
+    tokens_ta, parents_ta, attention_ta = steps
+    size = tokens_ta.size()
+    ids_out = tf.TensorArray(tf.int32, size=size, element_shape=[None, None])
+    attention_out = tf.TensorArray(tf.float32, size=size, element_shape=[None, None, None])
+
+    def body(t, beam, ids_out, attention_out):  # beam: (batch, n_best), each hypothesis' beam at step t
+        ids_out = ids_out.write(t, tf.gather(tokens_ta.read(t), beam, batch_dims=1))  # (batch, n_best)
+        attention_t = tf.gather(attention_ta.read(t), beam, batch_dims=1)  # (batch, n_best, t_in)
+        parent = tf.gather(parents_ta.read(t), beam, batch_dims=1)  # (batch, n_best)
+        return t - 1, parent, ids_out, attention_out.write(t, attention_t)
+
+    loop_vars = (size - 1, order, ids_out, attention_out)
+    _, _, ids_out, attention_out = tf.while_loop(lambda t, *_: t >= 0, body, loop_vars)
+    batch, n_best = tf.shape(order)[0], tf.shape(order)[1]
+    ids = _stack_steps(ids_out, [1, 2, 0], [batch, n_best, 0])  # (batch, n_best, t_out)
+    attention = _stack_steps(attention_out, [1, 2, 0, 3], [batch, n_best, 0, t_in])  # (batch, n_best, t_out, t_in)
+    return ids, attention
+
+
+def make_beam_fn(model, config=None):
+    """A `tf.function` of `beam_search` that never retraces for new shapes or beam widths.
+
+    Its arguments are `source` int32 `(batch, t_in)`, `beam_width` int32 `()` and `length_penalty`
+    float32 `()`; it returns the dict of `beam_search` (with `n_best` = the beam width, no
+    coverage penalty).
+    """
+    config = config or DecodeConfig()
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, None], tf.int32, name="source"),
+        tf.TensorSpec([], tf.int32, name="beam_width"),
+        tf.TensorSpec([], tf.float32, name="length_penalty"),
+    ])
+    def beam_fn(source, beam_width, length_penalty):
+        return beam_search(model, source, beam_width, length_penalty, config=config)
+
+    return beam_fn

@@ -31,6 +31,7 @@ class DemoConfig:
         attention: `"luong"` or `"bahdanau"`.
         n_train, n_test: generated training pairs and held-out test pairs (test dates are unseen).
         epochs, time_budget: training length; the budget (seconds) stops it early.
+        batch_size, learning_rate: Adam's peak rate, decayed along a cosine over all epochs.
         out_dir: the export goes to `out_dir/dates-<attention>`.
         seed: corpus, shuffling and weight seed.
     """
@@ -38,8 +39,10 @@ class DemoConfig:
     attention: str = "luong"
     n_train: int = 30000
     n_test: int = 1000
-    epochs: int = 3
+    epochs: int = 4
     time_budget: float | None = 85.0
+    batch_size: int = 128
+    learning_rate: float = 5e-3
     out_dir: str = "saved_models"
     seed: int = 0
 
@@ -55,10 +58,11 @@ def train_translator(config, quiet=False):
     source_tokenizer = Tokenizer.adapt([s for s, _ in train_pairs], level="char", max_length=40)
     target_tokenizer = Tokenizer.adapt([t for _, t in train_pairs], level="char", max_length=14)
     dataset = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
-                           DataConfig(batch_size=64, seed=config.seed))
+                           DataConfig(batch_size=config.batch_size, seed=config.seed))
     model = make_model(model_config(config.attention), source_tokenizer.vocab_size, target_tokenizer.vocab_size)
-    train_config = TrainConfig(learning_rate=3e-3, epochs=config.epochs, time_budget=config.time_budget,
-                               seed=config.seed)
+    steps = -(-config.n_train // config.batch_size) * config.epochs
+    train_config = TrainConfig(learning_rate=config.learning_rate, decay_steps=steps, epochs=config.epochs,
+                               time_budget=config.time_budget, seed=config.seed)
     history = fit(model, dataset, train_config, quiet=quiet)
     run_config = {"demo": dataclasses.asdict(config), "model": dataclasses.asdict(model_config(config.attention)),
                   "train": dataclasses.asdict(train_config)}

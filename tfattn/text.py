@@ -44,6 +44,9 @@ class Tokenizer(tf.Module):
         normalization: str. Unicode normalization form. Defaults to `"NFKD"`.
         max_length: int. Maximum tokens per sentence including `[START]` and `[END]`; longer input
             is truncated (the first `max_length - 2` tokens are kept). Defaults to `64`.
+        vocabulary_file: str or None. A file written by `write_vocabulary` to fill the lookup tables
+            from (a SavedModel then carries it as an asset); it must hold `vocabulary`. Defaults to
+            `None` (tables filled from `vocabulary` in memory).
         name: str. Module name.
 
     Example:
@@ -67,7 +70,7 @@ class Tokenizer(tf.Module):
     """
 
     def __init__(self, vocabulary, level="word", lowercase=True, normalization="NFKD", max_length=64,
-                 name=None):
+                 vocabulary_file=None, name=None):
         super().__init__(name=name)
         if level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}. Received: level={level!r}")
@@ -82,17 +85,31 @@ class Tokenizer(tf.Module):
         self.lowercase = lowercase
         self.normalization = normalization
         self.max_length = max_length
-        self._tokens = tf.constant(self._vocabulary)  # id -> token
-        self._table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(self._tokens[1:], tf.range(1, len(self._vocabulary))),
-            default_value=UNK_ID,
-        )
-        self._wordpiece = self._wordpiece_tokenizer() if level == "wordpiece" else None
+        self.vocabulary_file = vocabulary_file
+        to_id, to_token = self._initializers(vocabulary_file)
+        self._to_id = tf.lookup.StaticHashTable(to_id, UNK_ID)
+        self._to_token = tf.lookup.StaticHashTable(to_token, UNK)
+        self._wordpiece = self._wordpiece_tokenizer(to_id) if level == "wordpiece" else None
 
-    def _wordpiece_tokenizer(self):
-        """The tensorflow-text WordPiece op, on its own table (int64 ids; the op treats -1 as absent)."""
-        ids = tf.range(1, self.vocab_size, dtype=tf.int64)
-        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(self._tokens[1:], ids), -1)
+    def _initializers(self, vocabulary_file):
+        """token -> id and id -> token initializers, from the vocabulary in memory or from its file.
+
+        With a file (written by `write_vocabulary`), a SavedModel keeps the file as an asset and
+        fills the tables from it when it loads.
+        """
+        if vocabulary_file is None:
+            tokens, ids = tf.constant(self._vocabulary), tf.range(len(self._vocabulary), dtype=tf.int64)
+            to_id = tf.lookup.KeyValueTensorInitializer(tokens[1:], ids[1:])
+            to_token = tf.lookup.KeyValueTensorInitializer(ids, tokens)
+        else:
+            line, number = tf.lookup.TextFileIndex.WHOLE_LINE, tf.lookup.TextFileIndex.LINE_NUMBER
+            to_id = tf.lookup.TextFileInitializer(vocabulary_file, tf.string, line, tf.int64, number)
+            to_token = tf.lookup.TextFileInitializer(vocabulary_file, tf.int64, number, tf.string, line)
+        return to_id, to_token
+
+    def _wordpiece_tokenizer(self, to_id):
+        """The tensorflow-text WordPiece op, on its own table: int64 ids, -1 for a missing piece."""
+        table = tf.lookup.StaticHashTable(to_id, -1)
         return tf_text.WordpieceTokenizer(table, suffix_indicator=SUFFIX, token_out_type=tf.string,
                                           unknown_token=UNK)
 
@@ -184,20 +201,21 @@ class Tokenizer(tf.Module):
     def lookup(self, tokens):
         """String tokens (any shape, ragged or dense) -> int32 ids; unknown tokens -> `[UNK]`."""
         if isinstance(tokens, tf.RaggedTensor):
-            return tokens.with_flat_values(self._table.lookup(tokens.flat_values))
-        return self._table.lookup(tokens)
+            return tokens.with_flat_values(self.lookup(tokens.flat_values))
+        return tf.cast(self._to_id.lookup(tokens), tf.int32)
 
     # -- ids -> tokens -> strings -----------------------------------------------------------------
 
     def ids_to_tokens(self, ids):
         """Int ids (any shape) -> string tokens; padding becomes the empty string."""
-        return tf.gather(self._tokens, tf.clip_by_value(tf.cast(ids, tf.int32), 0, self.vocab_size - 1))
+        ids = tf.cast(ids, tf.int64)
+        return tf.where(ids == PAD_ID, PAD, self._to_token.lookup(ids))  # out of range -> "[UNK]"
 
     def detokenize(self, ids):
         """Int ids `(batch, t)` -> `(batch,)` readable strings; padding and markers are dropped."""
         ids = tf.cast(ids, tf.int32)
         keep = tf.ragged.boolean_mask(ids, (ids == UNK_ID) | (ids > END_ID))  # drop pad, [START], [END]
-        tokens = tf.gather(self._tokens, keep)
+        tokens = tf.ragged.map_flat_values(self.ids_to_tokens, keep)
         if self.level == "char":
             text = tf.strings.reduce_join(tokens, axis=-1)
         else:
