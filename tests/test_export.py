@@ -15,29 +15,51 @@ from tfattn.export import CONFIG_FILE, load
 
 OUTPUTS = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
            "length": tf.int32}
+BEAM_OUTPUTS = {**OUTPUTS, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32}
 MIXED = ["tue 5 march 2019", "5.3.19", "", "   ", "x" * 10000, b"\xff\xfe\xc3(", "😀 🎉", "march 5th 2019",
          "\u202eمرحبا\u202c", "a\x00b\x07c\x1b[31m"]
 
 
-def test_signature_names_and_types(exported_dates):
+@pytest.mark.parametrize("name, inputs, outputs", [
+    ("translate", {"text": tf.string}, OUTPUTS),
+    ("serving_default", {"text": tf.string}, OUTPUTS),
+    ("translate_beam", {"text": tf.string, "beam_width": tf.int32, "length_penalty": tf.float32}, BEAM_OUTPUTS),
+])
+def test_signature_names_and_types(exported_dates, name, inputs, outputs):
     loaded = load(exported_dates)
-    assert set(loaded.signatures) == {"translate", "serving_default"}
-    signature = loaded.signatures["translate"]
-    assert list(signature.structured_input_signature[1]) == ["text"]
-    outputs = signature.structured_outputs
-    assert {k: v.dtype for k, v in outputs.items()} == OUTPUTS
-    assert outputs["attention"].shape.rank == 3 and outputs["tokens"].shape.rank == 2
+    assert set(loaded.signatures) == {"translate", "serving_default", "translate_beam"}
+    signature = loaded.signatures[name]
+    assert {k: v.dtype for k, v in signature.structured_input_signature[1].items()} == inputs
+    got = signature.structured_outputs
+    assert {k: v.dtype for k, v in got.items()} == outputs
+    assert got["attention"].shape.rank == 3 and got["tokens"].shape.rank == 2
 
 
-def test_config_file_is_written(exported_dates):
+def test_config_and_vocabulary_assets(exported_dates, dates_translator):
     config = json.loads(open(os.path.join(exported_dates, CONFIG_FILE), encoding="utf-8").read())
     assert config["source_tokenizer"]["level"] == "char" and config["decode"]["max_length"] == 14
-    assert os.path.exists(os.path.join(exported_dates, "assets", CONFIG_FILE))
+    assert config["signatures"]["translate_beam"]["outputs"][-2:] == ["nbest_text", "nbest_score"]
+    assets = os.path.join(exported_dates, "assets")
+    assert sorted(os.listdir(assets)) == sorted([CONFIG_FILE, "source_vocab.txt", "target_vocab.txt"])
+    lines = open(os.path.join(assets, "target_vocab.txt"), encoding="utf-8").read().split("\n")[:-1]
+    assert lines[1:] == dates_translator.target_tokenizer.vocabulary[1:]  # line i holds id i
 
 
-def test_bad_inputs_give_results_not_errors(exported_dates, dates_translator):
-    translate = load(exported_dates).signatures["translate"]
-    out = {k: v.numpy() for k, v in translate(text=tf.constant(MIXED)).items()}
+def beam_inputs(beam_width=4, length_penalty=0.6):
+    return {"beam_width": tf.constant(beam_width, tf.int32), "length_penalty": tf.constant(length_penalty)}
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("translate", {}),
+    ("translate_beam", beam_inputs()),
+    ("translate_beam", beam_inputs(0)),
+    ("translate_beam", beam_inputs(-7)),
+    ("translate_beam", beam_inputs(10**6)),  # larger than the vocabulary: clamped
+    ("translate_beam", beam_inputs(3, float("nan"))),
+])
+def test_bad_inputs_give_results_not_errors(exported_dates, dates_translator, name, extra):
+    translate = load(exported_dates).signatures[name]
+    out = {k: v.numpy() for k, v in translate(text=tf.constant(MIXED), **extra).items()}
     n = len(MIXED)
     assert out["text"].shape == (n,) and out["length"].shape == (n,)
     max_in = dates_translator.source_tokenizer.max_length
@@ -49,16 +71,39 @@ def test_bad_inputs_give_results_not_errors(exported_dates, dates_translator):
         assert out["tokens"][i, length - 1] == b"[END]" and (out["tokens"][i, length:] == b"").all()
 
 
-def test_empty_batch(exported_dates):
-    out = load(exported_dates).signatures["translate"](text=tf.constant([], tf.string))
-    assert out["text"].shape == (0,) and out["length"].shape == (0,)
-    assert out["attention"].shape[0] == 0 and out["tokens"].shape[0] == 0
+def test_beam_width_is_clamped_to_the_vocabulary(exported_dates, dates_translator):
+    beam = load(exported_dates).signatures["translate_beam"]
+    vocab = dates_translator.target_tokenizer.vocab_size
+    assert beam(text=tf.constant(["5.3.19"]), **beam_inputs(10**6))["nbest_text"].shape == (1, vocab)
+    assert beam(text=tf.constant(["5.3.19"]), **beam_inputs(-7))["nbest_text"].shape == (1, 1)
+    scores = beam(text=tf.constant(["5.3.19", "1 jan 2000"]), **beam_inputs(5))["nbest_score"].numpy()
+    assert (np.diff(scores, axis=1) <= 0).all()  # n-best sorted, best first
 
 
-def test_same_outputs_as_in_memory(exported_dates, dates_translator):
-    loaded = load(exported_dates).signatures["translate"](text=tf.constant(MIXED))
-    memory = dates_translator.translate(tf.constant(MIXED))
-    for key in OUTPUTS:
+@pytest.mark.parametrize("name, extra", [("translate", {}), ("translate_beam", beam_inputs())])
+def test_empty_batch_and_a_batch_of_512(exported_dates, name, extra):
+    translate = load(exported_dates).signatures[name]
+    out = translate(text=tf.constant([], tf.string), **extra)
+    assert set(out) == set(BEAM_OUTPUTS if extra else OUTPUTS)
+    assert all(v.shape[0] == 0 for v in out.values())
+    big = [MIXED[i % len(MIXED)] for i in range(512)]
+    out = translate(text=tf.constant(big), **extra)
+    assert out["text"].shape == (512,)
+    assert out["text"].numpy()[len(MIXED)] == out["text"].numpy()[0]  # the same sentence, the same answer
+
+
+def in_memory(translator, name, texts, extra):
+    if name == "translate":
+        return translator.translate(tf.constant(texts))
+    return translator.translate_beam(tf.constant(texts), extra["beam_width"], extra["length_penalty"])
+
+
+@pytest.mark.parametrize("name, extra", [("translate", {}), ("translate_beam", beam_inputs())])
+def test_same_outputs_as_in_memory(exported_dates, dates_translator, name, extra):
+    loaded = load(exported_dates).signatures[name](text=tf.constant(MIXED), **extra)
+    memory = in_memory(dates_translator, name, MIXED, extra)
+    assert set(loaded) == set(memory)
+    for key in memory:
         np.testing.assert_array_equal(loaded[key].numpy(), memory[key].numpy(), err_msg=key)
 
 
@@ -72,8 +117,12 @@ FRESH_PROCESS = textwrap.dedent("""
     except ImportError:
         pass
     texts = json.loads(sys.argv[2])
-    out = tf.saved_model.load(sys.argv[1]).signatures["translate"](text=tf.constant(texts))
-    np.savez(sys.argv[3], **{k: v.numpy() for k, v in out.items()})
+    signatures = tf.saved_model.load(sys.argv[1]).signatures
+    greedy = signatures["translate"](text=tf.constant(texts))
+    beam = signatures["translate_beam"](text=tf.constant(texts), beam_width=tf.constant(3),
+                                        length_penalty=tf.constant(0.6))
+    outputs = {**{"greedy_" + k: v for k, v in greedy.items()}, **{"beam_" + k: v for k, v in beam.items()}}
+    np.savez(sys.argv[3], **{k: v.numpy() for k, v in outputs.items()})
 """)
 
 
@@ -89,9 +138,12 @@ def test_loads_and_runs_in_a_fresh_process_without_tfattn(exported_dates, dates_
     subprocess.run([sys.executable, str(script), moved, json.dumps(texts), str(result)], check=True, env=env,
                    cwd=str(tmp_path), timeout=300)
     fresh = np.load(result, allow_pickle=True)
-    memory = dates_translator.translate(tf.constant(texts))
-    for key in OUTPUTS:
-        np.testing.assert_array_equal(fresh[key], memory[key].numpy(), err_msg=key)
+    greedy = in_memory(dates_translator, "translate", texts, {})
+    beam = in_memory(dates_translator, "translate_beam", texts, beam_inputs(3, 0.6))
+    expected = {**{"greedy_" + k: v for k, v in greedy.items()}, **{"beam_" + k: v for k, v in beam.items()}}
+    assert set(fresh.files) == set(expected)
+    for key, value in expected.items():
+        np.testing.assert_array_equal(fresh[key], value.numpy(), err_msg=key)
 
 
 def test_load_refuses_a_directory_that_is_not_an_export(tmp_path):

@@ -16,19 +16,36 @@ Signature `translate` (also `serving_default`), greedy decoding:
             attention     float32 [batch, t_out, t_in]
             length        int32   [batch]           non-padding entries of `tokens`
 
+Signature `translate_beam`, beam search with the GNMT length penalty `((5 + len) / 6) ** alpha`:
+    inputs  text            string  [batch]
+            beam_width      int32   []    clamped to [1, min(target vocabulary, 64)]
+            length_penalty  float32 []    alpha, clamped to [0, 5]; NaN counts as 0
+    outputs text, tokens, input_tokens, attention, length   as above, for the best hypothesis
+            score           float32 [batch]       its length-normalized log-probability
+            nbest_text      string  [batch, n]    all `n = beam_width` hypotheses, best first
+            nbest_score     float32 [batch, n]
+
 Input is truncated to the source tokenizer's `max_length` tokens (`[START]` and `[END]` included).
+Output length is limited to `min(max_length, ratio * source tokens + extra)` (see `DecodeConfig`),
+so decoding always ends. An empty batch gives empty outputs.
 """
 
 import json
 import os
+import tempfile
 
 import tensorflow as tf
 
-from tfattn.decoding import DecodeConfig, greedy
-from tfattn.text import PAD_ID
+from tfattn.decoding import DecodeConfig, beam_search, greedy
+from tfattn.model import ensure_built
+from tfattn.text import PAD_ID, Tokenizer
 
 CONFIG_FILE = "tfattn_config.json"
-TEXT_SIGNATURE = tf.TensorSpec([None], tf.string, name="text")
+TEXT = tf.TensorSpec([None], tf.string, name="text")
+BEAM_WIDTH = tf.TensorSpec([], tf.int32, name="beam_width")
+LENGTH_PENALTY = tf.TensorSpec([], tf.float32, name="length_penalty")
+OUTPUTS = ("text", "tokens", "input_tokens", "attention", "length")
+BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score")
 
 
 class Translator(tf.Module):
@@ -37,65 +54,125 @@ class Translator(tf.Module):
     Args:
         model: a `Seq2Seq` model.
         source_tokenizer, target_tokenizer: `tfattn.text.Tokenizer`s the model was trained with.
-        decode_config: `DecodeConfig` for output length limits; defaults to `DecodeConfig()`.
+        decode_config: `DecodeConfig` for output length limits; defaults to `DecodeConfig()` with
+            the target tokenizer's `max_length`.
         config: optional JSON-serializable dict saved with the export (`tfattn_config.json`).
 
     Example:
 
     >>> translator = Translator(model, source_tokenizer, target_tokenizer)
-    >>> translator.translate(tf.constant(["tue 5 march 2019"]))["text"]
-    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'2019-03-05'], dtype=object)>
+    >>> translator(["tue 5 march 2019"])["text"]
+    array([b'2019-03-05'], dtype=object)
+    >>> translator.beam(["tue 5 march 2019"], beam_width=4)["nbest_text"].shape
+    (1, 4)
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, decode_config=None, config=None):
         super().__init__(name="translator")
-        self.model = model
+        # The model's tf.Variables are tracked themselves, not the Keras objects around them, so that
+        # the SavedModel also restores in session-based loaders (TF Serving, `saved_model_cli run`).
+        object.__setattr__(self, "model", ensure_built(model))  # not tracked
+        self.model_variables = [v.value for v in model.variables]
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.decode_config = decode_config or DecodeConfig(max_length=target_tokenizer.max_length)
         self.config = dict(config or {})
 
-    @tf.function(input_signature=[TEXT_SIGNATURE])
+    @tf.function(input_signature=[TEXT])
     def translate(self, text):
         """Greedy translation of a `[batch]` string tensor; see the module docstring for outputs."""
-        # 1. Text -> source ids, in the graph; at least two columns, even for an empty batch.
-        input_tokens = self.source_tokenizer.tokenize(text)  # ragged (batch, None)
-        source = self.source_tokenizer.lookup(input_tokens).to_tensor(PAD_ID)  # (batch, t_in)
-        source = tf.pad(source, [[0, 0], [0, tf.maximum(0, 2 - tf.shape(source)[1])]])
-        # 2. Decode; 3. ids -> tokens and text.
-        out = greedy(self.model, source, self.decode_config)
-        return self._outputs(out, input_tokens.to_tensor(""))
+        return self._unless_empty(text, self._greedy, OUTPUTS)
 
-    def _outputs(self, out, input_tokens):
-        tokens = self.target_tokenizer.ids_to_tokens(out["ids"])  # (batch, t_out), "" for padding
+    @tf.function(input_signature=[TEXT, BEAM_WIDTH, LENGTH_PENALTY])
+    def translate_beam(self, text, beam_width, length_penalty):
+        """Beam search; `beam_width` is clamped to [1, min(vocab, 64)], a NaN `length_penalty` is 0."""
+        return self._unless_empty(text, lambda t: self._beam(t, beam_width, length_penalty), BEAM_OUTPUTS)
+
+    def _unless_empty(self, text, fn, names):
+        """`fn(text)`, or empty outputs for an empty batch (some RNN kernels refuse batch 0)."""
+        empty = {name: tf.zeros([0] * EMPTY_RANKS[name], EMPTY_DTYPES[name]) for name in names}
+        return tf.cond(tf.size(text) > 0, lambda: fn(text), lambda: empty)
+
+    def _encode(self, text):
+        input_tokens = self.source_tokenizer.tokenize(text)  # ragged (batch, None), markers included
+        source = self.source_tokenizer.lookup(input_tokens).to_tensor(PAD_ID)  # (batch, t_in)
+        return source, input_tokens.to_tensor("")
+
+    def _greedy(self, text):
+        source, input_tokens = self._encode(text)
+        out = greedy(self.model, source, self.decode_config)
         return {
             "text": self.target_tokenizer.detokenize(out["ids"]),
-            "tokens": tokens,
+            "tokens": self.target_tokenizer.ids_to_tokens(out["ids"]),  # (batch, t_out), "" padding
             "input_tokens": input_tokens,
             "attention": out["attention"],
             "length": out["length"],
         }
 
+    def _beam(self, text, beam_width, length_penalty):
+        source, input_tokens = self._encode(text)
+        out = beam_search(self.model, source, beam_width, length_penalty, config=self.decode_config)
+        ids = out["ids"]  # (batch, n, t_out)
+        shape = tf.shape(ids)
+        nbest = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]]))  # (batch * n,)
+        return {
+            "text": nbest[:: shape[1]],  # the best of each sentence
+            "tokens": self.target_tokenizer.ids_to_tokens(ids[:, 0]),
+            "input_tokens": input_tokens,
+            "attention": out["attention"][:, 0],
+            "length": out["length"][:, 0],
+            "score": out["scores"][:, 0],
+            "nbest_text": tf.reshape(nbest, shape[:2]),
+            "nbest_score": out["scores"],
+        }
+
     def __call__(self, texts):
-        """Translates a list of str; returns the outputs as NumPy arrays."""
+        """Greedy translation of a list of str; returns the outputs as NumPy arrays."""
         out = self.translate(tf.constant(list(texts), tf.string))
         return {k: v.numpy() for k, v in out.items()}
 
+    def beam(self, texts, beam_width=4, length_penalty=0.6):
+        """Beam search over a list of str; returns the outputs as NumPy arrays."""
+        out = self.translate_beam(tf.constant(list(texts), tf.string), tf.constant(beam_width, tf.int32),
+                                  tf.constant(length_penalty, tf.float32))
+        return {k: v.numpy() for k, v in out.items()}
+
+
+EMPTY_RANKS = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
+               "nbest_text": 2, "nbest_score": 2}
+EMPTY_DTYPES = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
+                "length": tf.int32, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32}
+
 
 def export(translator, path):
-    """Writes `translator` as a SavedModel at `path` with the `translate` signature.
+    """Writes `translator` as a SavedModel at `path`; returns `path`.
 
-    Also writes `tfattn_config.json` (the translator's config, the tokenizers' settings and the
-    output length limits) as an asset and beside `saved_model.pb`. Returns `path`.
+    The SavedModel has the signatures `translate` (also `serving_default`) and `translate_beam`,
+    the vocabularies as asset files (`assets/source_vocab.txt`, `assets/target_vocab.txt`) that
+    fill its lookup tables when it loads, and `tfattn_config.json` (the translator's config, the
+    tokenizers' settings, the length limits and the signatures), as an asset and beside
+    `saved_model.pb`.
     """
     os.makedirs(path, exist_ok=True)
     config_path = os.path.join(path, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as f:
         json.dump(export_config(translator), f, indent=2, ensure_ascii=False)
-    translator.config_file = tf.saved_model.Asset(config_path)
-    signature = translator.translate.get_concrete_function()
-    tf.saved_model.save(translator, path, signatures={"translate": signature, "serving_default": signature})
+    with tempfile.TemporaryDirectory() as tmp:
+        serving = Translator(translator.model, _from_file(translator.source_tokenizer, tmp, "source_vocab.txt"),
+                             _from_file(translator.target_tokenizer, tmp, "target_vocab.txt"),
+                             translator.decode_config, translator.config)
+        serving.config_file = tf.saved_model.Asset(config_path)
+        greedy_fn = serving.translate.get_concrete_function()
+        signatures = {"translate": greedy_fn, "serving_default": greedy_fn,
+                      "translate_beam": serving.translate_beam.get_concrete_function()}
+        tf.saved_model.save(serving, path, signatures=signatures)
     return path
+
+
+def _from_file(tokenizer, directory, name):
+    """The same tokenizer, its tables filled from a vocabulary file (saved as an asset)."""
+    path = tokenizer.write_vocabulary(os.path.join(directory, name))
+    return Tokenizer(vocabulary_file=path, **tokenizer.get_config())
 
 
 def export_config(translator):
@@ -104,10 +181,12 @@ def export_config(translator):
     settings = lambda tok: {k: v for k, v in tok.get_config().items() if k != "vocabulary"}  # noqa: E731
     return {
         **translator.config,
-        "source_tokenizer": {**settings(src), "vocab_size": src.vocab_size},
-        "target_tokenizer": {**settings(tgt), "vocab_size": tgt.vocab_size},
+        "source_tokenizer": {**settings(src), "vocab_size": src.vocab_size, "vocabulary": "source_vocab.txt"},
+        "target_tokenizer": {**settings(tgt), "vocab_size": tgt.vocab_size, "vocabulary": "target_vocab.txt"},
         "decode": vars(translator.decode_config),
-        "signatures": {"translate": ["text", "tokens", "input_tokens", "attention", "length"]},
+        "signatures": {"translate": {"inputs": ["text"], "outputs": list(OUTPUTS)},
+                       "translate_beam": {"inputs": ["text", "beam_width", "length_penalty"],
+                                          "outputs": list(BEAM_OUTPUTS)}},
     }
 
 

@@ -138,6 +138,13 @@ class Seq2Seq(keras.Model):
         return cls(**config)
 
 
+def ensure_built(model):
+    """Creates a model's variables with a one-token dummy batch (call it outside any tf.function)."""
+    if not model.built:
+        model((ops.ones((1, 2), "int32"), ops.ones((1, 1), "int32")))
+    return model
+
+
 def masked_loss(target_out, logits):
     """Mean cross-entropy over non-padding target positions (id 0 is padding).
 

@@ -25,7 +25,7 @@ from tfattn import corpora
 from tfattn.data import DataConfig, make_dataset, padding_fraction
 from tfattn.decoding import DecodeConfig
 from tfattn.export import Translator, export
-from tfattn.model import ModelConfig, make_model
+from tfattn.model import ModelConfig, ensure_built, make_model
 from tfattn.text import Tokenizer
 from tfattn.train import TrainConfig, Trainer
 
@@ -286,9 +286,7 @@ def export_run(run_dir, out, checkpoint="best"):
     path = tf.train.latest_checkpoint(run.path("best" if checkpoint == "best" else "checkpoints"))
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
-    from tfattn.train import build
-
-    build(model)
+    ensure_built(model)
     tf.train.Checkpoint(model=model).restore(path).expect_partial()
     return export(Translator(model, *tokenizers, config.decode, config=config.to_dict()), out)
 

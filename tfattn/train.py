@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfattn.model import masked_accuracy, masked_loss
+from tfattn.model import ensure_built, masked_accuracy, masked_loss
 
 BATCH_SIGNATURE = (
     tf.TensorSpec([None, None], tf.int32, name="source"),  # (batch, t_in)
@@ -64,8 +64,7 @@ def make_optimizer(config):
 
 def build(model, optimizer=None):
     """Creates the model's (and optimizer's) variables with a dummy batch, outside any tf.function."""
-    if not model.built:
-        model((tf.ones([1, 2], tf.int32), tf.ones([1, 1], tf.int32)))
+    ensure_built(model)
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)
 
