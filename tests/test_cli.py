@@ -26,8 +26,8 @@ def test_translate_a_missing_model_is_one_clear_line(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
-        f"tfattn: error: Not a SavedModel directory (no saved_model.pb). Received: path="
-        f"{str(tmp_path / 'nowhere')!r}"
+        "tfattn: error: Not an export or a run directory with an export (no saved_model.pb in it or in its "
+        f"export/). Received: model={str(tmp_path / 'nowhere')!r}"
     ]
 
 

@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from conftest import shared_data
 from tfattn import dates
-from tfattn.runs import (CorpusConfig, RunConfig, find_export, load_splits, parse_duration,
-                         run_config_of)
+from tfattn.cli import find_export
+from tfattn.runs import CorpusConfig, RunConfig, load_splits, parse_duration, run_config_of
 
 
 @pytest.mark.parametrize("text, seconds", [("15m", 900), ("90s", 90), ("1h", 3600), ("1h30m", 5400),
@@ -85,10 +85,11 @@ TRAIN_FLAGS = ["--units", "32", "--embedding-dim", "16", "--batch-size", "8", "-
 def test_sigkill_mid_epoch_then_resume(tmp_path):
     write_anki(tmp_path / "d.txt", 3000)  # 2,880 training pairs: 360 batches of 8 per epoch
     run = str(tmp_path / "run")
-    flags = ["train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1", *TRAIN_FLAGS]
+    flags = ["train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1", *TRAIN_FLAGS,
+             "--learning-rate", "0.01"]
     proc = tfattn(*flags)
     deadline = time.time() + 300
-    while len(events(run, "checkpoint")) < 3 and proc.poll() is None and time.time() < deadline:
+    while len(events(run, "checkpoint")) < 6 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -101,13 +102,14 @@ def test_sigkill_mid_epoch_then_resume(tmp_path):
     reader = tf.train.load_checkpoint(latest)
     assert reader.get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == last["position"]
 
-    resumed = tfattn(*flags[:-1], "--resume", "--quiet")
+    resumed = tfattn(*flags, "--resume")
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
     assert f"resumed from step {last['step']} (epoch 1, batch {last['position']})" in err
     after = events(run, "checkpoint")[len(before):]
     assert after[0]["step"] == last["step"] + 10 - last["step"] % 10 or after[0]["step"] > last["step"]
-    assert after[0]["loss"] < 0.8 * before[0]["loss"]  # goes on from a trained model, not from scratch
+    print("losses before the kill:", [r["loss"] for r in before], "after:", [r["loss"] for r in after])
+    assert after[0]["loss"] < 0.7 * before[0]["loss"]  # goes on from a trained model, not from scratch
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["steps"] == 360  # the epoch was finished from the batch after the checkpoint
     assert os.path.exists(os.path.join(run, "export", "saved_model.pb"))

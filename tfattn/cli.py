@@ -36,12 +36,21 @@ def _train(args):
     print(json.dumps(summary))
 
 
+def find_export(model_dir):
+    """A run directory or an export directory -> the export directory; clear error otherwise."""
+    for candidate in (model_dir, os.path.join(model_dir, "export")):
+        if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+            return candidate
+    raise FileNotFoundError(f"Not an export or a run directory with an export (no saved_model.pb in it or "
+                            f"in its export/). Received: model={model_dir!r}")
+
+
 def _evaluate(args):
     from tfattn import evaluate
     from tfattn.corpora import SPLITS
-    from tfattn.runs import find_export, load_splits, run_config_of, translate_texts
-
     path = find_export(args.model)
+    from tfattn.runs import load_splits, run_config_of, translate_texts
+
     corpus = _corpus_config(args) if args.corpus else getattr(run_config_of(args.model), "corpus", None)
     if corpus is None:
         raise ValueError(f"No corpus: pass --corpus (the model directory has no run config). Received: "
@@ -74,9 +83,7 @@ def _signature(path, beam):
 
 
 def _translate(args):
-    from tfattn.runs import find_export
-
-    path = find_export(args.model)
+    path = find_export(args.model)  # before TensorFlow loads: a wrong path fails fast
     import tensorflow as tf
 
     texts = args.text or [line.rstrip("\n") for line in sys.stdin]

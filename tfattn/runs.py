@@ -228,7 +228,7 @@ def _train(run, config, trainer, parts, tokenizers, resume, echo):
     datasets = _datasets(config, parts, tokenizers)
 
     def on_step(trainer, logs):
-        if latest.save(check_interval=True):
+        if latest.save(checkpoint_number=trainer.step, check_interval=True):  # named by step
             run.log(event="checkpoint", step=trainer.step, epoch=int(trainer.epoch),
                     position=int(trainer.position), loss=logs["step_loss"])
 
@@ -289,15 +289,6 @@ def export_run(run_dir, out, checkpoint="best"):
     ensure_built(model)
     tf.train.Checkpoint(model=model).restore(path).expect_partial()
     return export(Translator(model, *tokenizers, config.decode, config=config.to_dict()), out)
-
-
-def find_export(model_dir):
-    """A run directory or an export directory -> the export directory; clear error otherwise."""
-    for candidate in (model_dir, os.path.join(model_dir, "export")):
-        if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
-            return candidate
-    raise FileNotFoundError(f"Not an export or a run directory with an export (no saved_model.pb in it or "
-                            f"in its export/). Received: model={model_dir!r}")
 
 
 def run_config_of(model_dir):
