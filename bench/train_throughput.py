@@ -1,0 +1,102 @@
+"""Training throughput on spa-eng (word level, 5,000-word vocabularies, batch 64, length buckets).
+
+For each model: seconds per train step, non-padding target tokens per second, the padding share of
+target tokens, and the achieved FLOP/s as a fraction of the machine's fp32 matmul speed measured in
+the same run. Prints one JSON object. Usage: python bench/train_throughput.py [--steps 60]
+
+FLOPs are counted on the padded batch (the work done), forward pass x 3 for the backward pass:
+multiply-adds of every matmul and of the attention scores and weighted sums, 2 FLOPs each.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import spa  # noqa: E402
+from machine import matmul_gflops  # noqa: E402
+
+spa.quiet_tensorflow()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from tfattn.data import DataConfig, make_dataset  # noqa: E402
+from tfattn.model import ModelConfig, make_model  # noqa: E402
+from tfattn.train import make_train_step  # noqa: E402
+
+RUNS = [  # (attention, input_feeding, embedding_dim, units)
+    ("bahdanau", True, 256, 256),
+    ("bahdanau", True, 256, 1024),
+    ("luong", False, 256, 256),
+    ("luong", True, 256, 256),
+    ("luong", False, 256, 1024),
+]
+
+
+def forward_flops(c, batch, t_in, t_out, source_vocab, target_vocab):
+    """Multiply-add FLOPs of one forward pass on a padded batch (see the module docstring)."""
+    e, u = c.embedding_dim, c.units
+    half = u // 2
+    encoder = t_in * 2 * (2 * 3 * half * (e + half))  # two directions, three GRU gates
+    keys = t_in * 2 * u * u  # key projection, once per sentence
+    rnn_in = e + (u if c.attention == "bahdanau" or c.input_feeding else 0)
+    decoder = 2 * 3 * u * (rnn_in + u)
+    attention = 2 * 2 * t_in * u + (2 * u * u if c.attention == "bahdanau" else 0)  # scores, context, W1 q
+    hidden = 2 * u * (u + u + (e if c.attention == "bahdanau" else 0))  # tanh layer / W_c
+    logits = 2 * u * target_vocab
+    return batch * (encoder + keys + t_out * (decoder + attention + hidden + logits))
+
+
+def measure(c, data, steps, source_vocab, target_vocab):
+    keras.utils.set_random_seed(0)
+    model = make_model(c, source_vocab, target_vocab)
+    step = make_train_step(model, keras.optimizers.Adam(1e-3))
+    batches = data[:: max(1, len(data) // (steps + 5))][: steps + 5]  # spread over the whole epoch
+    for source, target in batches[:5]:  # trace and warm up
+        step(source, target)
+    tokens = padded = flops = 0
+    start = time.perf_counter()
+    for source, target in batches[5:]:
+        out = step(source, target)
+        tokens += int(out["tokens"])
+        b, t_in = source.shape
+        t_out = target.shape[1] - 1
+        padded += b * t_out
+        flops += 3 * forward_flops(c, b, t_in, t_out, source_vocab, target_vocab)
+    seconds = time.perf_counter() - start
+    n = len(batches) - 5
+    return {"s_per_step": seconds / n, "nonpad_target_tokens_per_s": tokens / seconds,
+            "padding_fraction": 1 - tokens / padded, "gflops": flops / seconds / 1e9}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=60, help="timed steps per model (units 1024: a third)")
+    args = parser.parse_args()
+    source_tok, target_tok = spa.tokenizers(5000, 40)
+    # One epoch of batches; each model trains on batches drawn evenly from all of it (the first
+    # batches of a bucketed epoch are the short ones, and would flatter the figures).
+    data = list(make_dataset(spa.splits()["train"], source_tok, target_tok, DataConfig(batch_size=64)))
+    gflops = matmul_gflops()
+    runs = []
+    for attention, feeding, embedding, units in RUNS:
+        c = ModelConfig(attention=attention, input_feeding=feeding, embedding_dim=embedding, units=units)
+        steps = args.steps if units <= 256 else max(10, args.steps // 3)
+        r = measure(c, data, steps, source_tok.vocab_size, target_tok.vocab_size)
+        runs.append({"attention": attention, "input_feeding": feeding if attention == "luong" else None,
+                     "embedding_dim": embedding, "units": units, "steps": steps,
+                     "s_per_step": round(r["s_per_step"], 4),
+                     "nonpad_target_tokens_per_s": round(r["nonpad_target_tokens_per_s"]),
+                     "padding_fraction": round(r["padding_fraction"], 4),
+                     "flop_fraction": round(r["gflops"] / gflops, 4)})
+        print(json.dumps(runs[-1]), file=sys.stderr)
+    print(json.dumps({"benchmark": "train_throughput", "matmul_gflops": round(gflops, 1), "batch_size": 64,
+                      "vocab_size": 5000, "runs": runs}))
+
+
+if __name__ == "__main__":
+    main()
