@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export KERAS_BACKEND := tensorflow
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast bench bench-quality bench-decode clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,8 +24,18 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m "not slow"
 
+# Benchmarks print one JSON object each. quality.py trains for 15 minutes per model;
+# decode.py needs a spa-eng run: make bench-decode RUN=/path/to/run
 bench: $(STAMP)
-	$(BIN)/python bench/demo.py
+	$(BIN)/python bench/demo.py --seeds 0 1 2
+	$(BIN)/python bench/train_throughput.py
+
+bench-quality: $(STAMP)
+	$(BIN)/python bench/quality.py --attention luong --out runs/quality-luong
+	$(BIN)/python bench/quality.py --attention bahdanau --out runs/quality-bahdanau
+
+bench-decode: $(STAMP)
+	$(BIN)/python bench/decode.py --model $(RUN)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -23,6 +23,21 @@ def shared_data(*parts):
     return path
 
 
+def tokens(tokenizer, text):
+    """The split tokens of one text, as a list of str."""
+    return [t.decode("utf-8") for t in tokenizer.split([text]).to_list()[0]]
+
+
+def ids(tokenizer, texts):
+    """Padded ids of texts, as nested lists."""
+    return tokenizer(texts).numpy().tolist()
+
+
+def detokenized(tokenizer, texts):
+    """texts -> ids -> text again, as a list of str."""
+    return [s.decode("utf-8") for s in tokenizer.detokenize(tokenizer(texts)).numpy()]
+
+
 @pytest.fixture(scope="session")
 def dates_data():
     """3,000 training and 200 test date pairs, character-level tokenizers."""

@@ -9,6 +9,7 @@ import re
 import pytest
 import tensorflow as tf
 
+from conftest import detokenized, ids, tokens
 from tfattn.text import END_ID, PAD_ID, RESERVED, START_ID, UNK_ID, Tokenizer
 
 E_ACUTE = "e\u0301"  # "é" after NFKD: "e" + COMBINING ACUTE ACCENT
@@ -24,19 +25,6 @@ ROUND_TRIP = [
     "مرحبا بالعالم",  # right-to-left (Arabic)
     "😀 ok",
 ]
-
-
-def tokens(tokenizer, text):
-    """The split tokens of one text, as a list of str."""
-    return [t.decode("utf-8") for t in tokenizer.split([text]).to_list()[0]]
-
-
-def ids(tokenizer, texts):
-    return tokenizer(texts).numpy().tolist()
-
-
-def detokenized(tokenizer, texts):
-    return [s.decode("utf-8") for s in tokenizer.detokenize(tokenizer(texts)).numpy()]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from conftest import detokenized, ids, tokens
 from tfattn.text import END_ID, PAD_ID, RESERVED, START_ID, UNK_ID, Tokenizer, learn_wordpieces
 
 SPA = Path(__file__).resolve().parents[2] / "shared" / "data" / "spa-eng" / "spa.txt"
@@ -37,19 +38,6 @@ SPANISH = [
     "¿Qué hora es? Son las 3.",
     "Mañana vamos a caminar, a cantar y a bailar.",
 ]
-
-
-def tokens(tokenizer, text):
-    """The split tokens of one text, as a list of str."""
-    return [t.decode("utf-8") for t in tokenizer.split([text]).to_list()[0]]
-
-
-def ids(tokenizer, texts):
-    return tokenizer(texts).numpy().tolist()
-
-
-def detokenized(tokenizer, texts):
-    return [s.decode("utf-8") for s in tokenizer.detokenize(tokenizer(texts)).numpy()]
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 Layers (reusable in any Keras model): `BahdanauAttention`, `LuongAttention`, `Encoder`, `Decoder`.
 Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, target_vocab_size)`.
-Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `make_train_step`.
-Decoding and serving: `greedy`, `Translator`, `export`, `load`.
+Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`.
+Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`.
 
 Names are imported on first use, so `import tfattn.dates` or `tfattn --help` does not load TensorFlow.
 """
@@ -21,6 +21,8 @@ _EXPORTS = {
     "Decoder": "decoder",
     "DecodeConfig": "decoding",
     "greedy": "decoding",
+    "beam_search": "decoding",
+    "sample": "decoding",
     "Encoder": "encoder",
     "Translator": "export",
     "export": "export",
@@ -33,6 +35,7 @@ _EXPORTS = {
     "Tokenizer": "text",
     "TrainConfig": "train",
     "fit": "train",
+    "Trainer": "train",
     "make_train_step": "train",
 }
 

@@ -1,0 +1,114 @@
+"""Decoding and serving on spa-eng, through the loaded SavedModel as a server would call it.
+
+Reports sentences/s for greedy and beam 4 at batch 64 over the TEST split, single-sentence greedy
+latency p50/p99, cold start (load + first call, in a fresh process), the export's size on disk,
+BLEU of beam 4 and greedy, and padding invariance: how many TEST sentences translate differently
+alone and inside a batch of the longest TEST sentences. Prints one JSON object.
+
+Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR   (e.g. the run of bench/quality.py)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import spa  # noqa: E402
+from machine import matmul_gflops  # noqa: E402
+
+spa.quiet_tensorflow()
+
+import numpy as np  # noqa: E402
+import sacrebleu  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tfattn.cli import find_export  # noqa: E402
+from tfattn.export import load  # noqa: E402
+
+BEAM = {"beam_width": tf.constant(4), "length_penalty": tf.constant(0.6)}
+COLD_START = """
+import sys, time
+t0 = time.perf_counter()
+import tensorflow as tf, tensorflow_text  # noqa: F401
+t1 = time.perf_counter()
+translate = tf.saved_model.load(sys.argv[1]).signatures["translate"]
+translate(text=tf.constant(["¿Dónde está la estación?"]))["text"].numpy()
+print(time.perf_counter() - t1, t1 - t0)
+"""
+
+
+def translate_all(fn, texts, batch, **inputs):
+    out = []
+    for i in range(0, len(texts), batch):
+        out.extend(fn(text=tf.constant(texts[i : i + batch]), **inputs)["text"].numpy())
+    return [t.decode("utf-8") for t in out]
+
+
+def throughput(fn, texts, **inputs):
+    translate_all(fn, texts[:128], 64, **inputs)  # warm up
+    start = time.perf_counter()
+    hyps = translate_all(fn, texts, 64, **inputs)
+    return len(texts) / (time.perf_counter() - start), hyps
+
+
+def latency(fn, texts, n=300):
+    times = []
+    for text in texts[:n]:
+        start = time.perf_counter()
+        fn(text=tf.constant([text]))["text"].numpy()
+        times.append(time.perf_counter() - start)
+    return {"p50_ms": round(1000 * float(np.percentile(times, 50)), 2),
+            "p99_ms": round(1000 * float(np.percentile(times, 99)), 2)}
+
+
+def padding_differences(fn, texts, **inputs):
+    """Sentences whose translation alone differs from the one inside a batch of long sentences."""
+    longest = sorted(texts, key=len)[-3:]
+    differ = 0
+    for text in texts:
+        alone = fn(text=tf.constant([text]), **inputs)["text"].numpy()[0]
+        batched = fn(text=tf.constant([longest[0], text, longest[1], longest[2]]), **inputs)["text"].numpy()[1]
+        differ += int(alone != batched)
+    return differ
+
+
+def cold_start(path):
+    out = subprocess.run([sys.executable, "-c", COLD_START, path], capture_output=True, text=True, check=True,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}).stdout.split()
+    return {"load_and_first_call_s": round(float(out[0]), 2), "import_tensorflow_s": round(float(out[1]), 2)}
+
+
+def size_mb(path):
+    total = sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+    return round(total / 1e6, 1)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a run or export directory of a spa-eng model")
+    args = parser.parse_args()
+    path = find_export(args.model)
+    signatures = load(path).signatures
+    greedy, beam = signatures["translate"], signatures["translate_beam"]
+    test = spa.splits()["test"]
+    sources, refs = [s for s, _ in test], [t for _, t in test]
+    greedy_rate, greedy_hyps = throughput(greedy, sources)
+    beam_rate, beam_hyps = throughput(beam, sources, **BEAM)
+    bleu = lambda hyps: round(sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score, 2)  # noqa: E731
+    result = {
+        "benchmark": "decode", "matmul_gflops": round(matmul_gflops(), 1), "export": path, "n_test": len(test),
+        "greedy_sentences_per_s": round(greedy_rate, 1), "beam4_sentences_per_s": round(beam_rate, 1),
+        "greedy_latency": latency(greedy, sources), "cold_start": cold_start(path), "export_mb": size_mb(path),
+        "bleu_greedy": bleu(greedy_hyps), "bleu_beam4": bleu(beam_hyps),
+        "padding_differences_greedy": padding_differences(greedy, sources),
+        "padding_differences_beam4": padding_differences(beam, sources, **BEAM),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Translation quality on spa-eng after a fixed training time (default 15 minutes on this machine).
+
+Trains Spanish -> English on the TRAIN split (embedding 256, units 256) through `tfattn.runs`, the
+code behind `tfattn train`, restores the best checkpoint by validation loss, exports it, then scores
+greedy and beam-4 translations of the TEST split with `sacrebleu.corpus_bleu(hyps, [refs],
+lowercase=True)` (13a tokenization) against the untouched English references. Also reports peak
+resident memory. Prints one JSON object.
+
+Usage: python bench/quality.py [--attention luong] [--input-feeding] [--minutes 15] [--out DIR]
+"""
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import spa  # noqa: E402
+from machine import matmul_gflops  # noqa: E402
+
+spa.quiet_tensorflow()
+
+import sacrebleu  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tfattn import evaluate  # noqa: E402
+from tfattn.data import DataConfig  # noqa: E402
+from tfattn.decoding import DecodeConfig  # noqa: E402
+from tfattn.export import load  # noqa: E402
+from tfattn.model import ModelConfig  # noqa: E402
+from tfattn.runs import CorpusConfig, RunConfig, TokenizerConfig, train_run, translate_texts  # noqa: E402
+from tfattn.train import TrainConfig  # noqa: E402
+
+
+def run_config(args):
+    seconds = args.minutes * 60
+    steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
+    tokenizer = TokenizerConfig(level="word", max_tokens=args.vocab_size, max_length=40)
+    return RunConfig(
+        corpus=CorpusConfig(corpus=str(spa.SPA)),
+        source_tokenizer=tokenizer, target_tokenizer=tokenizer,
+        model=ModelConfig(attention=args.attention, score=args.score, input_feeding=args.input_feeding,
+                          embedding_dim=256, units=256, dropout=args.dropout),
+        data=DataConfig(batch_size=64),
+        train=TrainConfig(learning_rate=args.learning_rate, decay_steps=steps, epochs=100, time_budget=seconds),
+        decode=DecodeConfig(max_length=40, ratio=2.0, extra=10),
+        checkpoint_every=2000,
+    )
+
+
+def score(export_dir, pairs, beam):
+    signature = load(export_dir).signatures["translate_beam" if beam > 1 else "translate"]
+    inputs = {"beam_width": tf.constant(beam), "length_penalty": tf.constant(0.6)} if beam > 1 else {}
+    start = time.perf_counter()
+    hyps = translate_texts(signature, [s for s, _ in pairs], 64, **inputs)
+    seconds = time.perf_counter() - start
+    refs = [t for _, t in pairs]
+    bleu = sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score
+    by_length = evaluate.bleu_by_length([s for s, _ in pairs], hyps, refs)
+    return {"bleu": round(bleu, 2), "decode_seconds": round(seconds, 1),
+            "bleu_by_length": {k: v["bleu"] and round(v["bleu"], 2) for k, v in by_length.items()},
+            "examples": list(zip([s for s, _ in pairs[:3]], hyps[:3]))}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--attention", choices=("luong", "bahdanau"), default="luong")
+    parser.add_argument("--score", default="general")
+    parser.add_argument("--input-feeding", action="store_true")
+    parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--dropout", type=float, default=0.2)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--step-seconds", type=float, default=0.08, help="expected seconds per step")
+    parser.add_argument("--out", help="run directory (default: a temporary one)")
+    args = parser.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="tfattn-quality-")
+    config = run_config(args)
+    summary = train_run(config, os.path.join(out, "run"), quiet=True, echo=lambda s: print(s, file=sys.stderr))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    test = spa.splits()["test"]
+    result = {
+        "benchmark": "quality", "matmul_gflops": round(matmul_gflops(), 1), "minutes": args.minutes,
+        "attention": args.attention, "score": args.score if args.attention == "luong" else None,
+        "input_feeding": args.input_feeding if args.attention == "luong" else None,
+        "steps": summary["steps"], "epochs": summary["epochs"], "best_val_loss": round(summary["best_val_loss"], 4),
+        "padding_fraction": summary["padding_fraction"], "train_seconds": summary["seconds"],
+        "peak_rss_mb_training": round(peak_mb), "n_test": len(test),
+        "greedy": score(summary["export"], test, 1), "beam4": score(summary["export"], test, 4),
+        "config": {"learning_rate": args.learning_rate, "dropout": args.dropout, "vocab_size": args.vocab_size},
+        "run": os.path.join(out, "run"),
+    }
+    print(json.dumps(result, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
