@@ -76,8 +76,17 @@ def dataset(n=40):
 def test_fit_history_and_validation():
     history = fit(tiny_model(), dataset(), TrainConfig(epochs=3, learning_rate=0.01), validation=dataset(16),
                   quiet=True)
-    assert set(history) == {"loss", "accuracy", "val_loss", "val_accuracy", "tokens_per_s", "seconds"}
+    assert set(history) == {"loss", "accuracy", "padding_fraction", "val_loss", "val_accuracy", "tokens_per_s",
+                            "seconds"}
     assert len(history["loss"]) == 3 and history["loss"][-1] < history["loss"][0]
+
+
+def test_fit_reports_the_padding_share_of_label_positions():
+    source = tf.constant([[2, 4, 3], [2, 5, 3]])
+    target = batch([[2, 5, 3], [2, 5, 6, 7, 3]])  # labels: 2 and 4 real tokens in 2 x 4 slots
+    data = tf.data.Dataset.from_tensors((source, target))
+    history = fit(tiny_model(), data, TrainConfig(epochs=1), quiet=True)
+    assert history["padding_fraction"] == [pytest.approx(0.25)]
 
 
 def test_fit_time_budget_stops_after_the_first_step():

@@ -22,7 +22,7 @@ import re
 import tensorflow as tf
 
 from tfattn import corpora
-from tfattn.data import DataConfig, make_dataset, padding_fraction
+from tfattn.data import DataConfig, make_dataset
 from tfattn.decoding import DecodeConfig
 from tfattn.export import Translator, export
 from tfattn.model import ModelConfig, ensure_built, make_model
@@ -242,7 +242,7 @@ def _train(run, config, trainer, parts, tokenizers, resume, echo):
     history = trainer.fit(datasets["train"], validation=datasets["validation"], callbacks=[on_epoch],
                           on_step=on_step)
     latest.save(checkpoint_number=trainer.step)
-    return _finish(run, config, trainer, tokenizers, best, history, datasets)
+    return _finish(run, config, trainer, tokenizers, best, history)
 
 
 def _datasets(config, parts, tokenizers):
@@ -256,7 +256,7 @@ def _datasets(config, parts, tokenizers):
     return {"train": train, "validation": validation}
 
 
-def _finish(run, config, trainer, tokenizers, best, history, datasets):
+def _finish(run, config, trainer, tokenizers, best, history):
     """Restores the best weights, exports them, and writes the summary."""
     if best.latest_checkpoint:
         tf.train.Checkpoint(model=trainer.model).restore(best.latest_checkpoint).expect_partial()
@@ -268,7 +268,7 @@ def _finish(run, config, trainer, tokenizers, best, history, datasets):
         "steps": trainer.step,
         "epochs": len(history.get("loss", [])),
         "best_val_loss": min(history.get("val_loss", [float("nan")])),
-        "padding_fraction": round(padding_fraction(datasets["train"](1), max_batches=50), 4),
+        "padding_fraction": round(history["padding_fraction"][-1], 4) if history.get("loss") else None,
         "seconds": round(history["seconds"], 1),
     }
     run.write_json("summary.json", summary)

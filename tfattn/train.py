@@ -206,8 +206,9 @@ class Trainer:
             on_step: optional callable `f(trainer, logs)` run after each step.
 
         Returns:
-            `{"loss": [...], "accuracy": [...], ("val_loss", "val_accuracy"), "tokens_per_s": [...],
-            "seconds": float}`, one entry per epoch run by this call.
+            `{"loss": [...], "accuracy": [...], "padding_fraction": [...], ("val_loss",
+            "val_accuracy"), "tokens_per_s": [...], "seconds": float}`, one entry per epoch run by
+            this call; `padding_fraction` is the share of padding among the label positions.
         """
         start = time.perf_counter()
         while int(self.epoch) <= self.config.epochs:
@@ -231,23 +232,25 @@ class Trainer:
 
     def _run_epoch(self, dataset, start, on_step):
         """Trains from `position` to the end of the epoch; returns `(logs, tokens_per_s, finished)`."""
-        sums, tokens, t0, epoch = np.zeros(2), 0, time.perf_counter(), int(self.epoch)
+        sums, tokens, slots, t0, epoch = np.zeros(2), 0, 0, time.perf_counter(), int(self.epoch)
         end = self.config.steps_per_epoch
         data = dataset.take(end) if end else dataset
+        logs, finished = {"loss": float("nan"), "accuracy": float("nan")}, True
         for source, target in data.skip(int(self.position)):
             out = self.train_step(source, target)
             self.position.assign_add(1)
             n = int(out["tokens"])
             sums += np.array([float(out["loss"]), float(out["accuracy"])]) * n
-            tokens += n
+            tokens, slots = tokens + n, slots + target.shape[0] * (target.shape[1] - 1)  # labels, padded
             logs = dict(zip(("loss", "accuracy"), (sums / max(tokens, 1)).tolist()))
             self.progress.update(epoch, int(self.position), logs, tokens / (time.perf_counter() - t0))
             if on_step is not None:
                 on_step(self, {**logs, "step_loss": float(out["loss"])})
             if _out_of_time(self.config, start):
-                return logs, tokens / (time.perf_counter() - t0), False
-        logs = dict(zip(("loss", "accuracy"), (sums / max(tokens, 1)).tolist()))
-        return logs, tokens / max(time.perf_counter() - t0, 1e-9), True
+                finished = False
+                break
+        logs["padding_fraction"] = 1.0 - tokens / slots if slots else 0.0
+        return logs, tokens / max(time.perf_counter() - t0, 1e-9), finished
 
 
 def fit(model, dataset, config=None, validation=None, quiet=False, callbacks=()):
