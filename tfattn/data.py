@@ -1,10 +1,11 @@
 """The `tf.data` input pipeline: string pairs -> padded id batches of similar lengths.
 
     (source, target) strings
-      -> tokenize in graph (tfattn.text.Tokenizer)      ragged ids with [START] ... [END]
+      -> tokenize in graph (tfattn.text.Tokenizer)      id rows with [START] ... [END]
       -> drop pairs longer than the tokenizers' max_length (instead of truncating training targets)
+      -> cache: later epochs do not tokenize again      (tokenize_pairs)
       -> shuffle, bucket by target length, pad          (batch, t_in), (batch, t_out) int32
-      -> prefetch
+      -> prefetch                                       (batch_rows)
 
 Bucketing keeps sentences of similar length together, so that few of the tokens a batch computes on
 are padding; `padding_fraction` measures that share.
@@ -58,23 +59,44 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, config=None, shuffle
         A `tf.data.Dataset` of `(source (batch, t_in), target (batch, t_out))` int32 tensors, both
         right-padded with 0; targets include `[START]` and `[END]`.
     """
-    config = config or DataConfig()
+    rows = tokenize_pairs(pairs, source_tokenizer, target_tokenizer)
+    return batch_rows(rows, config, target_tokenizer.max_length, shuffle=shuffle, repeat=repeat)
+
+
+def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
+    """String pairs -> a dataset of id rows `(source (t_in,), target (t_out + 1,))`, cached.
+
+    Pairs with a side longer than its tokenizer's `max_length` are dropped, not truncated. The
+    text is tokenized on the first full pass and read from memory on later ones, so a training
+    run tokenizes its corpus once, however many epochs it batches it into.
+    """
     if not pairs:
         raise ValueError("pairs is empty: there is nothing to batch. Received: pairs=[]")
     sources, targets = (list(side) for side in zip(*pairs))
-    ds = tf.data.Dataset.from_tensor_slices((sources, targets))
-    if shuffle and config.shuffle_buffer:
-        ds = ds.shuffle(config.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.batch(1024).map(_tokenizer_fn(source_tokenizer, target_tokenizer),
-                            num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    ds = ds.map(lambda s, t: (s, t))  # rows of a ragged batch come out as plain 1-D tensors
+    ds = tf.data.Dataset.from_tensor_slices((sources, targets)).batch(1024)
+    ds = ds.map(_tokenizer_fn(source_tokenizer, target_tokenizer), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.unbatch().map(lambda s, t: (s, t))  # rows of a ragged batch come out as plain 1-D tensors
     ds = ds.filter(lambda s, t: (tf.size(s) <= source_tokenizer.max_length)  # not truncated
                    & (tf.size(t) <= target_tokenizer.max_length))
-    ds = _batch(ds, config, target_tokenizer.max_length) if shuffle and config.bucket else ds.padded_batch(
-        config.batch_size, padded_shapes=([None], [None]))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return ds.cache()
+
+
+def batch_rows(rows, config=None, max_length=64, shuffle=True, repeat=False):
+    """Id rows (from `tokenize_pairs`) -> shuffled, bucketed, padded, prefetched batches.
+
+    `max_length` (the target tokenizer's) sets the last length bucket. Without `shuffle` the
+    rows keep their order and are padded in batches as they come.
+    """
+    config = config or DataConfig()
+    if shuffle and config.shuffle_buffer:
+        rows = rows.shuffle(config.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+    if repeat:
+        rows = rows.repeat()
+    if shuffle and config.bucket:
+        batches = _batch(rows, config, max_length)
+    else:
+        batches = rows.padded_batch(config.batch_size, padded_shapes=([None], [None]))
+    return batches.prefetch(tf.data.AUTOTUNE)
 
 
 def _tokenizer_fn(source_tokenizer, target_tokenizer):

@@ -22,7 +22,7 @@ import re
 import tensorflow as tf
 
 from tfattn import corpora
-from tfattn.data import DataConfig, make_dataset
+from tfattn.data import DataConfig, batch_rows, make_dataset, tokenize_pairs
 from tfattn.decoding import DecodeConfig
 from tfattn.export import Translator, export
 from tfattn.model import ModelConfig, ensure_built, make_model
@@ -247,10 +247,11 @@ def _train(run, config, trainer, parts, tokenizers, resume, echo):
 
 def _datasets(config, parts, tokenizers):
     source_tok, target_tok = tokenizers
+    rows = tokenize_pairs(parts["train"], source_tok, target_tok)  # tokenized once, then cached
 
     def train(epoch):  # a fixed order per epoch, so that a resumed run sees the same batches
-        return make_dataset(parts["train"], source_tok, target_tok,
-                            dataclasses.replace(config.data, seed=config.data.seed + epoch))
+        epoch_config = dataclasses.replace(config.data, seed=config.data.seed + epoch)
+        return batch_rows(rows, epoch_config, target_tok.max_length)
 
     validation = make_dataset(parts["validation"], source_tok, target_tok, config.data, shuffle=False)
     return {"train": train, "validation": validation}
