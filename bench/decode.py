@@ -27,7 +27,7 @@ import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn.cli import find_export  # noqa: E402
-from tfattn.export import load  # noqa: E402
+from tfattn.serving import load  # noqa: E402
 
 BEAM = {"beam_width": tf.constant(4), "length_penalty": tf.constant(0.6)}
 COLD_START = """

@@ -30,7 +30,7 @@ import tensorflow as tf  # noqa: E402
 from tfattn import evaluate  # noqa: E402
 from tfattn.data import DataConfig  # noqa: E402
 from tfattn.decoding import DecodeConfig  # noqa: E402
-from tfattn.export import load  # noqa: E402
+from tfattn.serving import load  # noqa: E402
 from tfattn.model import ModelConfig  # noqa: E402
 from tfattn.runs import CorpusConfig, RunConfig, TokenizerConfig, train_run, translate_texts  # noqa: E402
 from tfattn.train import TrainConfig  # noqa: E402

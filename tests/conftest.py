@@ -76,6 +76,6 @@ def bahdanau_translator(dates_data):
 @pytest.fixture(scope="session")
 def exported_dates(dates_translator, tmp_path_factory):
     """The Luong dates translator exported once for the session."""
-    from tfattn.export import export
+    from tfattn.serving import export
 
     return export(dates_translator, str(tmp_path_factory.mktemp("export") / "dates"))

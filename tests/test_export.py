@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.export import CONFIG_FILE, load
+from tfattn.serving import CONFIG_FILE, load
 
 OUTPUTS = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
            "length": tf.int32}

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tfattn import BahdanauAttention, Seq2Seq
-from tfattn.export import load
+from tfattn.serving import load
 
 TEXTS = ["tue 5 march 2019", "", "5.3.19", "x" * 500, "March 5th, 2019", b"\xff\xfe", "😀", "2019 march 05"]
 

@@ -71,7 +71,7 @@ def _evaluate(args):
 def _signature(path, beam):
     import tensorflow as tf
 
-    from tfattn.export import load
+    from tfattn.serving import load
 
     loaded = load(path)
     if beam and beam > 1:

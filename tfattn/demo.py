@@ -17,7 +17,7 @@ import tensorflow as tf
 from tfattn import dates
 from tfattn.data import DataConfig, make_dataset
 from tfattn.decoding import DecodeConfig
-from tfattn.export import Translator, export, load
+from tfattn.serving import Translator, export, load
 from tfattn.model import ModelConfig, make_model
 from tfattn.text import Tokenizer
 from tfattn.train import TrainConfig, fit

@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfattn import corpora
 from tfattn.data import DataConfig, batch_rows, make_dataset, tokenize_pairs
 from tfattn.decoding import DecodeConfig
-from tfattn.export import Translator, export
+from tfattn.serving import Translator, export
 from tfattn.model import ModelConfig, ensure_built, make_model
 from tfattn.text import Tokenizer
 from tfattn.train import TrainConfig, Trainer
