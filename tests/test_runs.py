@@ -156,9 +156,14 @@ def test_evaluate_translate_export_and_plot(small_run, tmp_path):
     assert proc.wait(timeout=120) == 0 and (tmp_path / "b.png").stat().st_size > 0
     proc = tfattn("export", "--model", run, "--out", str(tmp_path / "exp"))
     assert proc.wait(timeout=300) == 0 and (tmp_path / "exp" / "saved_model.pb").exists()
-    proc = tfattn("translate", "--model", str(tmp_path / "exp"), "5 march 2019")
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0 and len(out.splitlines()) == 1, err
+    texts = ["5 march 2019", "tue 5 mar 2019", "1.2.03"]
+    translations = []
+    for model in (str(tmp_path / "exp"), run):  # the best checkpoint exported again, and the run's export
+        proc = tfattn("translate", "--model", model, *texts)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and len(out.splitlines()) == 3, err
+        translations.append(out)
+    assert translations[0] == translations[1]  # the weights came back from the checkpoint
 
 
 @pytest.mark.data

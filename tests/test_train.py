@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfattn
-from tfattn.train import Progress, TrainConfig, fit, make_train_step
+from tfattn.train import Progress, TrainConfig, Trainer, fit, make_train_step, restore_weights
 
 
 def tiny_model(attention="luong", vocab=12):
@@ -112,3 +112,13 @@ def test_progress_prints_one_line_per_epoch_when_not_a_terminal():
 def test_train_config_errors_name_the_field(field, value):
     with pytest.raises(ValueError, match=f"{field}={value!r}"):
         TrainConfig(**{field: value})
+
+
+def test_a_trainer_checkpoint_restores_the_weights_into_a_new_model(tmp_path):
+    trainer = Trainer(tiny_model(), TrainConfig(learning_rate=0.1), quiet=True)
+    trainer.train_step(batch([[2, 4, 3]]), batch([[2, 5, 6, 3]]))
+    path = trainer.checkpoint().save(str(tmp_path / "ckpt"))
+    fresh = tiny_model()  # other random weights
+    restored = restore_weights(fresh, path)
+    for trained, loaded in zip(trainer.model.variables, restored.variables):
+        np.testing.assert_array_equal(loaded.numpy(), trained.numpy())

@@ -25,9 +25,9 @@ from tfattn import corpora
 from tfattn.data import DataConfig, batch_rows, make_dataset, tokenize_pairs
 from tfattn.decoding import DecodeConfig
 from tfattn.serving import Translator, export
-from tfattn.model import ModelConfig, ensure_built, make_model
+from tfattn.model import ModelConfig, make_model
 from tfattn.text import Tokenizer
-from tfattn.train import TrainConfig, Trainer
+from tfattn.train import TrainConfig, Trainer, restore_weights
 
 
 @dataclasses.dataclass
@@ -260,7 +260,7 @@ def _datasets(config, parts, tokenizers):
 def _finish(run, config, trainer, tokenizers, best, history):
     """Restores the best weights, exports them, and writes the summary."""
     if best.latest_checkpoint:
-        tf.train.Checkpoint(model=trainer.model).restore(best.latest_checkpoint).expect_partial()
+        restore_weights(trainer.model, best.latest_checkpoint)
     translator = Translator(trainer.model, *tokenizers, config.decode, config=config.to_dict())
     path = export(translator, run.path("export"))
     summary = {
@@ -287,8 +287,7 @@ def export_run(run_dir, out, checkpoint="best"):
     path = tf.train.latest_checkpoint(run.path("best" if checkpoint == "best" else "checkpoints"))
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
-    ensure_built(model)
-    tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    restore_weights(model, path)
     return export(Translator(model, *tokenizers, config.decode, config=config.to_dict()), out)
 
 

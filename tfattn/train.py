@@ -69,6 +69,23 @@ def build(model, optimizer=None):
         optimizer.build(model.trainable_variables)
 
 
+def weights_checkpoint(model):
+    """A `tf.train.Checkpoint` of a built model's weights, in creation order.
+
+    A Keras 3 model is not a checkpoint dependency of its own variables, so `Checkpoint(model=m)`
+    saves and restores nothing; the weights are listed explicitly instead.
+    """
+    ensure_built(model)
+    return tf.train.Checkpoint(weights=list(model.variables))
+
+
+def restore_weights(model, path):
+    """Restores a model's weights from a checkpoint written by `Trainer.checkpoint`."""
+    status = weights_checkpoint(model).restore(path)
+    status.expect_partial().assert_existing_objects_matched()  # every weight found (optimizer ignored)
+    return model
+
+
 def make_train_step(model, optimizer, clip_norm=5.0):
     """Returns `train_step(source, target) -> {"loss", "accuracy", "tokens", "grad_norm"}`.
 
@@ -191,9 +208,12 @@ class Trainer:
         return int(self.optimizer.iterations.numpy())
 
     def checkpoint(self, **extra):
-        """A `tf.train.Checkpoint` of the model, optimizer, epoch and data position (and `extra`)."""
-        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, epoch=self.epoch,
-                                   position=self.position, **extra)
+        """A `tf.train.Checkpoint` of the weights, optimizer, epoch and data position (and `extra`).
+
+        The weights are under `weights`, as in `weights_checkpoint`, so that either can restore them.
+        """
+        return tf.train.Checkpoint(weights=list(self.model.variables), optimizer=self.optimizer,
+                                   epoch=self.epoch, position=self.position, **extra)
 
     def fit(self, dataset, validation=None, callbacks=(), on_step=None):
         """Runs epochs `epoch..config.epochs` (or until the time budget); returns the history.
