@@ -240,9 +240,9 @@ def build_parser():
                       help="attention and decoder style (default: luong)")
     demo.add_argument("--n-train", type=int, default=30000, help="training pairs (default: 30000)")
     demo.add_argument("--n-test", type=int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=int, default=4, help="training epochs (default: 4)")
-    demo.add_argument("--time-budget", type=float, default=85.0,
-                      help="stop training after this many seconds (default: 85)")
+    demo.add_argument("--epochs", type=int, default=6, help="training epochs (default: 6)")
+    demo.add_argument("--time-budget", type=float, default=80.0,
+                      help="stop training after this many seconds (default: 80)")
     demo.add_argument("--out-dir", default="saved_models",
                       help="the export goes to OUT_DIR/dates-ATTENTION (default: saved_models)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")

@@ -39,8 +39,8 @@ class DemoConfig:
     attention: str = "luong"
     n_train: int = 30000
     n_test: int = 1000
-    epochs: int = 4
-    time_budget: float | None = 85.0
+    epochs: int = 6
+    time_budget: float | None = 80.0
     batch_size: int = 128
     learning_rate: float = 5e-3
     out_dir: str = "saved_models"
