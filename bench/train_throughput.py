@@ -22,7 +22,6 @@ from machine import matmul_gflops  # noqa: E402
 spa.quiet_tensorflow()
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 
 from tfattn.data import DataConfig, make_dataset  # noqa: E402
 from tfattn.model import ModelConfig, make_model  # noqa: E402

@@ -7,7 +7,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tfattn import BahdanauAttention, Seq2Seq
