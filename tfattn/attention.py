@@ -70,7 +70,7 @@ class ScoredAttention(keras.layers.Layer):
         if mask is not None:
             weights = ops.where(mask, weights, ops.zeros_like(weights))
         # 4. Context: the weighted sum of the values.
-        context = ops.einsum("bqk,bkd->bqd", weights, value)  # (batch, t_q, dv)
+        context = ops.matmul(weights, value)  # (batch, t_q, dv)
         return context, weights
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, mask_shape=None):
@@ -144,7 +144,7 @@ class BahdanauAttention(ScoredAttention):
         if self.normalize:
             hidden = hidden + ops.cast(self.b, hidden.dtype)
             v = ops.cast(self.g, v.dtype) * v / ops.sqrt(ops.sum(ops.square(v)))
-        return ops.einsum("bqku,u->bqk", ops.tanh(hidden), v)  # (batch, t_q, t_in)
+        return ops.sum(ops.tanh(hidden) * v, axis=-1)  # (batch, t_q, t_in)
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "normalize": self.normalize}
@@ -234,7 +234,7 @@ class LuongAttention(ScoredAttention):
         elif self.score == "concat":
             q = ops.einsum("bqd,du->bqu", query, ops.cast(self.w_query, query.dtype))  # (batch, t_q, units)
             hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(keys, 1))  # (batch, t_q, t_in, units)
-            scores = ops.einsum("bqku,u->bqk", hidden, ops.cast(self.v, hidden.dtype))  # (batch, t_q, t_in)
+            scores = ops.sum(hidden * ops.cast(self.v, hidden.dtype), axis=-1)  # (batch, t_q, t_in)
         else:
             scores = ops.einsum("bqd,dl->bql", query, ops.cast(self.w, query.dtype))  # (batch, t_q, max_length)
         if self.scale:

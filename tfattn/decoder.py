@@ -1,13 +1,15 @@
 """The attention decoder, Bahdanau style or Luong style, with one code path for training and inference.
 
-A decoder step (`_step`) maps the previous token's embedding and the state to output features, the
-attention weights and the next state. Teacher forcing (`call`) runs that same step over the whole
-target in a `tf.while_loop`; inference (`step`) runs it once. The output projection to the
-vocabulary (`_project`) is shared too, and applied to all steps at once after the loop.
+A decoder step (`_step`) maps the embedding's share of the RNN input and the state to an output,
+the attention weights and the next state. Teacher forcing (`call`) runs that same step over the
+whole target in a `tf.while_loop`; inference (`step`) runs it once. Whatever does not depend on
+the previous step is taken out of the loop and done for all steps at once: the embedding's share
+of the RNN's input projection before it, the output layers (`_project`) after it.
 
 The one exception is the Luong decoder without input feeding: its recurrent layer does not depend on
-attention, so `call` runs it over the whole target at once (cuDNN-eligible), then attends with all
-`t_out` queries in one batched matmul. A test checks that this gives what stepping gives.
+attention, so `call` runs the RNN alone over the whole target (the Keras layer, so cuDNN, on a GPU),
+then attends with all `t_out` queries in one batched matmul. A test checks that this gives what
+stepping gives.
 
 State is a dict of `(batch, units)` tensors: `"h"` (and `"c"` for an LSTM), plus `"feed"`, the
 previous attentional vector, for Luong input feeding.
@@ -18,7 +20,8 @@ import tensorflow as tf
 from keras import ops
 
 from tfattn.attention import BahdanauAttention, LuongAttention, ScoredAttention
-from tfattn.encoder import make_rnn, state_dict
+from tfattn import rnn
+from tfattn.encoder import make_rnn
 
 STYLES = ("bahdanau", "luong")
 
@@ -133,34 +136,43 @@ class Decoder(keras.layers.Layer):
 
     # -- one step ---------------------------------------------------------------------------------
 
-    def _rnn_step(self, x, state, training):
-        states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
-        h, new_states = self.rnn_layer.cell(x, states, training=training)
-        return h, state_dict(self.rnn, new_states)
+    def _rnn_weights(self):
+        """The RNN's weights, read once per call: `kernel` for the embedding's share of the input,
+        `kernel_rest` for the rest (Bahdanau: the context; Luong with input feeding: `h~_{t-1}`)."""
+        return rnn.cell_weights(self.rnn_layer.cell, self.compute_dtype, split_at=self.embedding_dim)
 
-    def _step(self, embedded, state, memory, training=False):
-        """One step: `embedded (batch, embedding_dim)` -> `(features, weights (batch, t_in), state)`."""
+    def _step(self, gates_x, state, memory, weights):
+        """One step on `gates_x (batch, gates * units)`, the embedding's share of the RNN input.
+
+        Returns `(out, attention (batch, t_in), state)`, where `out` is `[s_i; c_i]`
+        `(batch, units + dv)` (Bahdanau) or `h~_t (batch, units)` (Luong).
+        """
         if self.style == "bahdanau":
-            # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. features [s_i; c_i; E y].
-            context, weights = self._attend(state["h"][:, None, :], memory)  # (batch, 1, dv)
+            # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. out [s_i; c_i].
+            context, attention = self._attend(state["h"][:, None, :], memory)  # (batch, 1, dv)
             context = context[:, 0, :]  # (batch, dv)
-            h, new_state = self._rnn_step(ops.concatenate([embedded, context], -1), state, training)
-            features = ops.concatenate([h, context, embedded], axis=-1)  # (batch, units + dv + emb)
+            gates_x = gates_x + ops.matmul(context, weights["kernel_rest"])
+            h, new_state = rnn.step(self.rnn, gates_x, state, weights)
+            out = ops.concatenate([h, context], axis=-1)  # (batch, units + dv)
         else:
             # 1. The RNN reads [E y_{t-1}; h~_{t-1}]; 2. attend with h_t; 3. h~_t = tanh(W_c [c_t; h_t]).
-            x = ops.concatenate([embedded, state["feed"]], -1) if self.feeds_input else embedded
-            h, new_state = self._rnn_step(x, state, training)
-            context, weights = self._attend(h[:, None, :], memory)  # (batch, 1, dv)
-            features = self.hidden_dense(ops.concatenate([context[:, 0, :], h], axis=-1))  # (batch, units)
             if self.feeds_input:
-                new_state["feed"] = features
-        return features, weights[:, 0, :], new_state
+                gates_x = gates_x + ops.matmul(state["feed"], weights["kernel_rest"])
+            h, new_state = rnn.step(self.rnn, gates_x, state, weights)
+            context, attention = self._attend(h[:, None, :], memory)  # (batch, 1, dv)
+            out = self.hidden_dense(ops.concatenate([context[:, 0, :], h], axis=-1))  # (batch, units)
+            if self.feeds_input:
+                new_state["feed"] = out
+        return out, attention[:, 0, :], new_state
 
-    def _project(self, features, training=False):
-        """Output features -> logits; the last axis is the only one that matters."""
+    def _project(self, out, embedded, training=False):
+        """Step outputs -> logits; the last axis is the only one that matters.
+
+        Bahdanau: the `tanh` layer reads `[s_i; c_i; E y_{i-1}]` first. Luong: `out` is `h~_t` already.
+        """
         if self.style == "bahdanau":
-            features = self.hidden_dense(features)  # (..., units)
-        return self.logits_dense(self.dropout_layer(features, training=training))  # (..., vocab)
+            out = self.hidden_dense(ops.concatenate([out, embedded], axis=-1))  # (..., units)
+        return self.logits_dense(self.dropout_layer(out, training=training))  # (..., vocab)
 
     def step(self, token, state, memory):
         """One inference step.
@@ -173,45 +185,36 @@ class Decoder(keras.layers.Layer):
         Returns:
             `(logits (batch, vocab), weights (batch, t_in), state)`.
         """
-        features, weights, state = self._step(self.embedding(token), state, memory)
-        return self._project(features), weights, state
+        embedded = self.embedding(token)  # (batch, emb)
+        weights = self._rnn_weights()
+        out, attention, state = self._step(rnn.project_inputs(weights, embedded), state, memory, weights)
+        return self._project(out, embedded), attention, state
 
     # -- teacher forcing --------------------------------------------------------------------------
 
     def call(self, target_in, encoder_outputs, state, mask, training=False):
-        # 1. Embed the shifted target; 2. run the steps; 3. project all steps at once.
+        # 1. Embed the shifted target and project it into the RNN's gates, all steps at once.
         memory = self.prepare_memory(encoder_outputs, mask)
         embedded = self.dropout_layer(self.embedding(target_in), training=training)  # (batch, t_out, emb)
+        weights = self._rnn_weights()
+        gates_x = rnn.project_inputs(weights, embedded)  # (batch, t_out, gates * units)
+        # 2. Run the steps; 3. project all steps to the vocabulary at once.
         state = self.initial_state(state)
         if self.style == "luong" and not self.input_feeding:
-            features, weights = self._luong_parallel(embedded, state, memory, training)
+            out, attention = self._luong_parallel(embedded, gates_x, state, memory, weights, training)
         else:
-            features, weights = self._loop(embedded, state, memory, training)
-        return self._project(features, training=training), weights
+            out, attention = _scan(lambda x, s: self._step(x, s, memory, weights), gates_x, state, 2)
+        return self._project(out, embedded, training=training), attention
 
-    def _luong_parallel(self, embedded, state, memory, training):
-        states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
-        h, *_ = self.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
-        context, weights = self._attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
-        features = self.hidden_dense(ops.concatenate([context, h], axis=-1))  # (batch, t_out, units)
-        return features, weights
-
-    def _loop(self, embedded, state, memory, training):
-        t_out = tf.shape(embedded)[1]
-        inputs = tf.transpose(embedded, [1, 0, 2])  # (t_out, batch, emb)
-        features_ta = tf.TensorArray(self.compute_dtype, size=t_out)
-        weights_ta = tf.TensorArray(self.compute_dtype, size=t_out)
-
-        def body(t, state, features_ta, weights_ta):
-            features, weights, state = self._step(inputs[t], state, memory, training)
-            return t + 1, state, features_ta.write(t, features), weights_ta.write(t, weights)
-
-        _, _, features_ta, weights_ta = tf.while_loop(
-            lambda t, *_: t < t_out, body, (tf.constant(0), state, features_ta, weights_ta)
-        )
-        features = tf.transpose(features_ta.stack(), [1, 0, 2])  # (batch, t_out, features)
-        weights = tf.transpose(weights_ta.stack(), [1, 0, 2])  # (batch, t_out, t_in)
-        return features, weights
+    def _luong_parallel(self, embedded, gates_x, state, memory, weights, training):
+        if tf.config.list_logical_devices("GPU"):  # the Keras layer runs cuDNN there
+            states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
+            h, *_ = self.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
+        else:
+            (h,) = _scan(lambda x, s: rnn.step(self.rnn, x, s, weights), gates_x, state, 1)
+        context, attention = self._attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
+        out = self.hidden_dense(ops.concatenate([context, h], axis=-1))  # (batch, t_out, units)
+        return out, attention
 
     def get_config(self):
         return {
@@ -231,3 +234,23 @@ class Decoder(keras.layers.Layer):
         config = dict(config)
         config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
         return cls(**config)
+
+
+def _scan(step, xs, state, n_outputs):
+    """Runs `step(x_t, state) -> (*outputs, state)` over `xs (batch, t, ...)` in a `tf.while_loop`.
+
+    Returns the `n_outputs` outputs stacked batch-major, each `(batch, t, ...)`.
+    """
+    t_out = tf.shape(xs)[1]
+    inputs = tf.TensorArray(xs.dtype, size=t_out).unstack(tf.transpose(xs, [1, 0, 2]))  # t_out x (batch, ...)
+    arrays = tuple(tf.TensorArray(xs.dtype, size=t_out) for _ in range(n_outputs))
+
+    def body(t, state, arrays):
+        *outputs, state = step(inputs.read(t), state)
+        return t + 1, state, tuple(a.write(t, o) for a, o in zip(arrays, outputs))
+
+    _, _, arrays = tf.while_loop(
+        lambda t, *_: t < t_out, body, (tf.constant(0), state, arrays),
+        maximum_iterations=t_out,  # a bound XLA needs for the gradient's stacks
+    )
+    return tuple(tf.transpose(a.stack(), [1, 0, 2]) for a in arrays)  # each (batch, t_out, ...)

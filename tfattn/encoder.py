@@ -1,7 +1,10 @@
 """The encoder: token ids -> one annotation vector per source position, plus a state for the decoder."""
 
 import keras
+import tensorflow as tf
 from keras import ops
+
+from tfattn import rnn
 
 RNNS = ("gru", "lstm")
 
@@ -23,10 +26,12 @@ def state_dict(kind, states):
 class Encoder(keras.layers.Layer):
     """Embeds source ids and runs a (bidirectional, stacked) GRU or LSTM over them.
 
-    Padding (id 0) is masked: the recurrent layers skip it, so a sentence gets the same annotations
-    alone or in a batch of longer sentences. With `bidirectional=True` each direction has
-    `units // 2` cells and their outputs and final states are concatenated, so `outputs` always
-    have `units` features and the final state fits a decoder of `units` cells.
+    Padding (id 0) is masked: the recurrent layers skip it (their outputs there are zeros), so a
+    sentence gets the same annotations alone or in a batch of longer sentences. With
+    `bidirectional=True` each direction has `units // 2` cells and their outputs and final states
+    are concatenated, so `outputs` always have `units` features and the final state fits a decoder
+    of `units` cells. On a CPU the layers run as `rnn.run_masked` (both directions in one loop); on
+    a GPU as the Keras layers (cuDNN); the weights are the Keras layers' either way.
 
     Args:
         vocab_size: int. Size of the source vocabulary (id 0 is padding).
@@ -76,7 +81,7 @@ class Encoder(keras.layers.Layer):
         self.rnn_layers = [self._make_layer(size, i) for i in range(num_layers)]
 
     def _make_layer(self, size, i):
-        layer = make_rnn(self.rnn, size, name=f"{self.rnn}_{i}")
+        layer = make_rnn(self.rnn, size, name=f"{self.rnn}_{i}", zero_output_for_mask=True)
         if self.bidirectional:
             layer = keras.layers.Bidirectional(layer, merge_mode="concat", name=f"bidirectional_{i}")
         return layer
@@ -92,12 +97,32 @@ class Encoder(keras.layers.Layer):
         # 1. Embed; padding (id 0) is masked for the recurrent layers.
         mask = ops.not_equal(source, 0)  # (batch, t_in)
         x = self.dropout_layer(self.embedding(source), training=training)  # (batch, t_in, embedding_dim)
-        # 2. Recurrent layers; the state of the last one initializes the decoder.
+        # 2. Recurrent layers; the state of the last one initializes the decoder. On a GPU the Keras
+        #    layers run (cuDNN); elsewhere `rnn.run_masked` runs both directions in one loop.
+        gpu = bool(tf.config.list_logical_devices("GPU"))
         for i, layer in enumerate(self.rnn_layers):
             if i:
                 x = self.dropout_layer(x, training=training)
-            x, *states = layer(x, mask=mask, training=training)  # (batch, t_in, units)
-        return x, self._merge_states(states), mask
+            if gpu:
+                x, *states = layer(x, mask=mask, training=training)  # (batch, t_in, units)
+                state = self._merge_states(states)
+            else:
+                x, state = self._run(layer, x, mask)
+        return x, state, mask
+
+    def _run(self, layer, x, mask):
+        """One recurrent layer, the input projection of all steps (and directions) in one matmul."""
+        cells = [layer.forward_layer.cell, layer.backward_layer.cell] if self.bidirectional else [layer.cell]
+        weights = [rnn.cell_weights(cell, self.compute_dtype) for cell in cells]
+        kernel = ops.concatenate([w["kernel"] for w in weights], axis=-1)  # (input, directions * gates)
+        bias = ops.concatenate([w["input_bias"] for w in weights], axis=-1)
+        gates = ops.split(ops.matmul(x, kernel) + bias, len(cells), axis=-1)  # each (batch, t_in, gates)
+        directions = [(g, w, reverse) for g, w, reverse in zip(gates, weights, (False, True))]
+        outputs, states = rnn.run_masked(self.rnn, directions, mask)
+        if not self.bidirectional:
+            return outputs[0], states[0]
+        merged = {k: ops.concatenate([states[0][k], states[1][k]], axis=-1) for k in states[0]}
+        return ops.concatenate(outputs, axis=-1), merged  # (batch, t_in, units), each state (batch, units)
 
     def _merge_states(self, states):
         if not self.bidirectional:
