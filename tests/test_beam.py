@@ -236,3 +236,57 @@ def test_batch_of_512(dates_translator, dates_data):
     assert (length >= 1).all() and (length <= 14).all()
     assert (np.take_along_axis(ids, length[:, :, None] - 1, axis=2) == END_ID).all()
     assert (np.diff(out["scores"].numpy(), axis=1) <= 0).all()
+
+
+class MarkovModel:
+    """Logits depend on the previous token only (a random table, padding and [START] included, so
+    that they must be ruled out); uniform attention over the real source positions."""
+
+    def __init__(self, vocab, seed):
+        self.table = np.random.default_rng(seed).normal(0.0, 2.0, (vocab, vocab)).astype(np.float32)
+        self.decoder = self
+
+    def encode(self, source):
+        return {"mask": tf.not_equal(source, 0)}, {"unused": tf.zeros([tf.shape(source)[0]])}
+
+    def step(self, token, state, memory):
+        mask = tf.cast(memory["mask"], tf.float32)
+        return tf.gather(self.table, token), mask / tf.reduce_sum(mask, 1, keepdims=True), state
+
+
+def exhaustive_beam(table, limit, beam, alpha):
+    """The documented search, written plainly: every beam extended by every allowed token, all sorted."""
+    log_p = table - np.log(np.exp(table.astype(np.float64)).sum(1, keepdims=True))  # (vocab, vocab)
+    beams = [([], 0.0, 0.0, False)] + [([], -np.inf, -np.inf, False)] * (beam - 1)  # tokens, log P, score, done
+    for t in range(limit):
+        candidates = []
+        for tokens, lp, score, done in beams:
+            if done:
+                candidates.append((score, tokens, lp, True))
+                continue
+            allowed = [END_ID] if t + 1 >= limit else [v for v in range(len(table)) if v not in (PAD_ID, START_ID)]
+            prev = tokens[-1] if tokens else START_ID
+            for v in allowed:
+                new = lp + log_p[prev, v]
+                candidates.append((new / ((5 + t + 1) / 6) ** alpha, tokens + [v], new, v == END_ID))
+        candidates.sort(key=lambda c: -c[0])  # stable: earlier beams, then lower ids, win ties
+        beams = [(tokens, lp, score, done) for score, tokens, lp, done in candidates[:beam]]
+        if all(done for *_, done in beams):
+            break
+    return [(tokens, score) for tokens, _, score, _ in beams]
+
+
+@pytest.mark.parametrize("vocab,beam_width", [(9, 1), (9, 2), (9, 3), (9, 5), (5, 4), (5, 5)])
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_equals_an_exhaustive_search_over_every_candidate(vocab, beam_width, alpha):
+    """Scoring each beam's best extensions only (what beam_search does) loses no candidate, also
+    when the vocabulary is barely wider than the beam."""
+    model = MarkovModel(vocab=vocab, seed=beam_width)
+    source = [[START_ID, 5, END_ID, 0, 0], [START_ID, 5, 6, 7, END_ID]]  # length limits 3 and 5
+    out = beam_search(model, source, beam_width, alpha, config=DecodeConfig(max_length=5, ratio=1.0, extra=0))
+    for sentence, limit in enumerate([3, 5]):
+        expected = exhaustive_beam(model.table, limit, beam_width, alpha)
+        # The same hypotheses with the same scores, best first. (Sorted, because a Markov model gives
+        # equal scores to sequences made of the same transitions, and rounding orders those.)
+        assert sorted(hypotheses(out, sentence)) == sorted(tokens for tokens, _ in expected)
+        np.testing.assert_allclose(out["scores"].numpy()[sentence], [s for _, s in expected], rtol=1e-5)

@@ -90,3 +90,17 @@ def test_padding_does_not_change_the_translation(fixture, dates_data, request):
         t_in = alone["attention"].shape[2]
         np.testing.assert_allclose(batched["attention"][1, :n, :t_in], alone["attention"][0, :n], atol=1e-5)
         assert (batched["attention"][1, :n, t_in:].numpy() == 0).all()
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+@pytest.mark.parametrize("attention", ["bahdanau", "luong"])
+def test_an_empty_batch_decodes_to_empty_outputs_for_every_model_kind(rnn, attention):
+    from tfattn.decoding import beam_search
+    from tfattn.model import ModelConfig, make_model
+
+    model = make_model(ModelConfig(attention=attention, rnn=rnn, units=8, embedding_dim=4), 10, 12)
+    source = np.zeros((0, 3), np.int32)
+    logits, _ = model((source, np.zeros((0, 2), np.int32)))
+    assert logits.shape == (0, 2, 12)
+    assert greedy(model, source)["ids"].shape == (0, 0)
+    assert beam_search(model, source, beam_width=2)["ids"].shape == (0, 2, 0)

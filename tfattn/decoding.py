@@ -66,13 +66,18 @@ def greedy(model, source, config=None):
 
 
 def _argmax(t, logits):
-    return tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch,)
+    token = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch,)
+    # Padding and [START] are never outputs. They so rarely win that masking them only when one does
+    # saves a pass over the logits at nearly every step, with the same result.
+    return tf.cond(tf.reduce_all(_can_output(token)), lambda: token,
+                   lambda: tf.argmax(_only_outputs(logits), axis=-1, output_type=tf.int32))
 
 
 def _decode(model, source, config, choose):
     """The one-hypothesis-per-sentence loop of `greedy` and `sample`.
 
-    `choose(t, logits (batch, vocab))` picks the next token `(batch,)` int32 at step `t`.
+    `choose(t, logits (batch, vocab))` picks the next token `(batch,)` int32 at step `t`, never
+    padding or `[START]`.
     """
     source = tf.convert_to_tensor(source, tf.int32)
     batch = tf.shape(source)[0]
@@ -85,7 +90,7 @@ def _decode(model, source, config, choose):
 
     def body(t, token, done, state, ids_ta, attn_ta):
         logits, weights, state = model.decoder.step(token, state, memory)  # (batch, vocab), (batch, t_in)
-        token = choose(t, _only_outputs(tf.cast(logits, tf.float32)))  # (batch,)
+        token = choose(t, tf.cast(logits, tf.float32))  # (batch,), never padding or [START]
         token = tf.where(t + 1 >= limits, END_ID, token)  # the last allowed token is [END]
         token = tf.where(done, PAD_ID, token)
         weights = tf.where(done[:, None], 0.0, tf.cast(weights, tf.float32))
@@ -161,6 +166,7 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None):
     seed = tf.cast(seed, tf.int64)
 
     def choose(t, logits):
+        logits = _only_outputs(logits)
         logits = logits - tf.reduce_max(logits, axis=-1, keepdims=True)  # max 0: no overflow below
         logits = _keep_top_k(logits / temperature, top_k)  # (batch, vocab)
         seed_pair = tf.stack([seed, tf.cast(t, tf.int64)])  # (2,)
@@ -229,14 +235,15 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
 
     Sentence `b` keeps `beam` hypotheses in rows `b * beam` to `b * beam + beam - 1` of a
     `(batch * beam, ...)` decoder state. At every step each hypothesis is extended by every token
-    (never padding), and the `beam` best of the `beam * vocab` candidates survive, ranked by
+    (never padding or `[START]`), and the `beam` best of the `beam * vocab` candidates survive
+    (found among each hypothesis' `beam` best extensions, which is exact), ranked by
 
         score(Y) = log P(Y | X) / lp(Y) + cp(X; Y)       lp(Y) = ((5 + |Y|) / 6) ** alpha
         cp(X; Y) = beta * sum_i log(min(sum_j a_ij, 1))
 
     where `|Y|` counts output tokens including `[END]`, `a_ij` is the attention of output step `j`
     on source position `i`, `i` runs over the source positions that are not padding, and the log is
-    floored at `log(1e-10)`. Log-probabilities are `log_softmax` in float32. At step 0 the beams are
+    floored at `log(1e-10)`. Log-probabilities are `logits - logsumexp(logits)` in float32. At step 0 the beams are
     all the same, so only beam 0 is expanded (the others start at log-probability -inf). A
     hypothesis that emits `[END]` is finished: its score is frozen and it stays in the beam until
     `beam` better hypotheses push it out. At a sentence's length limit `[END]` is the only allowed
@@ -375,9 +382,9 @@ def _beam_select(t, logits, weights, beams, limits, mask, p):
         and attention `(batch, beam, t_in)` (zero for a beam that had already finished).
     """
     weights = tf.cast(weights, tf.float32)  # (batch * beam, t_in)
-    log_prob, score = _candidates(t, logits, weights, beams, limits, mask, p)  # (batch, beam * vocab)
+    tokens, log_prob, score = _candidates(t, logits, weights, beams, limits, mask, p)  # (batch, beam * beam)
     score, index = tf.math.top_k(score, k=p.beam)  # (batch, beam), best first
-    parents, tokens = index // p.vocab, index % p.vocab  # (batch, beam)
+    parents, tokens = index // p.beam, tf.gather(tokens, index, batch_dims=1)  # (batch, beam)
     was_finished = tf.gather(beams["finished"], parents, batch_dims=1)  # (batch, beam)
     impossible = tf.equal(score, _NEG_INF)  # fewer than `beam` candidates could exist
     tokens = tf.where(was_finished | impossible, PAD_ID, tokens)
@@ -396,26 +403,44 @@ def _beam_select(t, logits, weights, beams, limits, mask, p):
 
 
 def _candidates(t, logits, weights, beams, limits, mask, p):
-    """Every beam extended by every token: log-probabilities and scores, both `(batch, beam * vocab)`.
+    """The `beam` best extensions of every beam: tokens, log-probabilities and scores, each
+    `(batch, beam * beam)`, candidate `k` of beam `j` at `j * beam + k`.
 
-    Padding and `[START]` are never new tokens, and at the length limit only `[END]` is. A finished beam has a
-    single candidate, itself followed by padding, with its frozen log-probability and score.
+    Within a beam the score grows with the new token's log-probability, so a sentence's `beam` best
+    candidates are among its beams' `beam` best extensions: a top-k over each row's vocabulary
+    replaces scoring and sorting all `beam * vocab` candidates, with the same result, ties included.
+    Padding and `[START]` are never new tokens, and at the length limit only `[END]` is. A finished
+    beam has a single candidate, itself followed by padding, with its frozen log-probability and score.
     """
     batch = tf.shape(limits)[0]
-    step = tf.nn.log_softmax(tf.cast(logits, tf.float32))  # (batch * beam, vocab)
-    step = tf.reshape(step, [batch, p.beam, p.vocab])  # (batch, beam, vocab)
-    vocab_ids = tf.range(p.vocab)  # (vocab,)
-    at_limit = (t + 1 >= limits)[:, None, None]  # (batch, 1, 1)
-    allowed = tf.where(at_limit, vocab_ids == END_ID, _can_output(vocab_ids))  # (batch, 1, vocab)
-    log_prob = tf.where(allowed, beams["log_prob"][:, :, None] + step, _NEG_INF)  # (batch, beam, vocab)
-    coverage = _coverage_penalty(beams["coverage"] + weights, mask, p.beta)  # (batch * beam,)
-    coverage = tf.reshape(coverage, [batch, p.beam, 1])  # (batch, beam, 1)
-    score = log_prob / _length_penalty(t + 1, p.alpha) + coverage  # (batch, beam, vocab)
-    finished, is_pad = beams["finished"][:, :, None], vocab_ids == PAD_ID  # (batch, beam, 1), (vocab,)
-    log_prob = tf.where(finished, tf.where(is_pad, beams["log_prob"][:, :, None], _NEG_INF), log_prob)
-    score = tf.where(finished, tf.where(is_pad, beams["score"][:, :, None], _NEG_INF), score)
-    flat = [batch, p.beam * p.vocab]
-    return tf.reshape(log_prob, flat), tf.reshape(score, flat)  # (batch, beam * vocab) each
+    logits = tf.cast(logits, tf.float32)  # (batch * beam, vocab)
+    # 1. The beam + 2 best tokens of a row hold `beam` that may be output: drop padding and [START].
+    values, tokens = tf.math.top_k(logits, k=tf.minimum(p.beam + 2, p.vocab))  # (batch * beam, beam + 2)
+    # log Z = logsumexp(logits) = best logit - log p(best token), p from one fused softmax (a single
+    # pass over the logits on a CPU, where logsumexp takes four); p(best) >= 1 / vocab, so no underflow.
+    p_best = tf.gather(tf.nn.softmax(logits), tokens[:, :1], batch_dims=1)  # (batch * beam, 1)
+    log_z = values[:, :1] - tf.math.log(p_best)  # (batch * beam, 1)
+    values, order = tf.math.top_k(tf.where(_can_output(tokens), values, _NEG_INF), k=p.beam)
+    tokens = tf.gather(tokens, order, batch_dims=1)  # (batch * beam, beam)
+    step = values - log_z  # log-probabilities of the new tokens
+    # 2. At a sentence's length limit [END] is the only candidate.
+    first = tf.range(p.beam) == 0  # (beam,): where a single candidate goes
+    at_limit = tf.repeat(t + 1 >= limits, p.beam)[:, None]  # (batch * beam, 1)
+    end_step = tf.gather(logits, [END_ID], axis=1) - log_z  # (batch * beam, 1)
+    tokens = tf.where(at_limit, tf.where(first, END_ID, PAD_ID), tokens)
+    step = tf.where(at_limit, tf.where(first, end_step, _NEG_INF), step)
+    # 3. Scores.
+    old_log_prob = tf.reshape(beams["log_prob"], [-1, 1])  # (batch * beam, 1)
+    log_prob = old_log_prob + step  # (batch * beam, beam)
+    coverage = _coverage_penalty(beams["coverage"] + weights, mask, p.beta)[:, None]  # (batch * beam, 1)
+    score = log_prob / _length_penalty(t + 1, p.alpha) + coverage
+    # 4. A finished beam carries itself over.
+    finished = tf.reshape(beams["finished"], [-1, 1])  # (batch * beam, 1)
+    tokens = tf.where(finished, PAD_ID, tokens)
+    log_prob = tf.where(finished, tf.where(first, old_log_prob, _NEG_INF), log_prob)
+    score = tf.where(finished, tf.where(first, tf.reshape(beams["score"], [-1, 1]), _NEG_INF), score)
+    flat = [batch, p.beam * p.beam]
+    return tf.reshape(tokens, flat), tf.reshape(log_prob, flat), tf.reshape(score, flat)
 
 
 def _length_penalty(length, alpha):
