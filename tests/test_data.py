@@ -134,6 +134,23 @@ def test_bucketing_lowers_padding_fraction():
     assert sorted(t.shape for _, t in batches(bucketed)) == [(2, 3), (2, 7)]
 
 
+def test_bucketing_groups_by_source_length_too():
+    # Equal targets (3 ids); sources of 1 word (3 ids) and 5 words (7 ids). Unbucketed, the batch
+    # of 4 has 4 x 7 = 28 source positions, 2 x 4 of them padding; bucketed, none.
+    pairs = [("a", "x"), ("b b b b b", "y"), ("b", "y"), ("a a a a a", "x")]
+    source_tok, target_tok = tokenizers(pairs)
+    unbucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=4, bucket=False))
+    bucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=4, bucket=True))
+    assert padding_fraction(unbucketed, side="source") == 8 / 28
+    assert padding_fraction(bucketed, side="source") == 0.0
+    assert sorted(s.shape for s, _ in batches(bucketed)) == [(2, 3), (2, 7)]
+
+
+def test_padding_fraction_side_must_be_source_or_target():
+    with pytest.raises(ValueError, match="side must be"):
+        padding_fraction([], side="both")
+
+
 @pytest.mark.parametrize(
     "target_batches, expected",
     [
@@ -200,5 +217,6 @@ def test_spa_eng_bucketed_padding_fraction_under_15_percent():
     source_tok, target_tok = tokenizers(train, max_tokens=5000, max_length=32)
     dataset = make_dataset(train, source_tok, target_tok, DataConfig(batch_size=64))
     fraction = padding_fraction(dataset, max_batches=200)
-    print(f"spa-eng bucketed padding fraction: {fraction:.4f}")
-    assert fraction < 0.15
+    source_fraction = padding_fraction(dataset, max_batches=200, side="source")
+    print(f"spa-eng bucketed padding fraction: target {fraction:.4f}, source {source_fraction:.4f}")
+    assert fraction < 0.15 and source_fraction < 0.15

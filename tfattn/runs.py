@@ -251,7 +251,7 @@ def _datasets(config, parts, tokenizers):
 
     def train(epoch):  # a fixed order per epoch, so that a resumed run sees the same batches
         epoch_config = dataclasses.replace(config.data, seed=config.data.seed + epoch)
-        return batch_rows(rows, epoch_config, target_tok.max_length)
+        return batch_rows(rows, epoch_config)
 
     validation = make_dataset(parts["validation"], source_tok, target_tok, config.data, shuffle=False)
     return {"train": train, "validation": validation}
