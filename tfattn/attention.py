@@ -70,7 +70,10 @@ class ScoredAttention(keras.layers.Layer):
         if mask is not None:
             weights = ops.where(mask, weights, ops.zeros_like(weights))
         # 4. Context: the weighted sum of the values.
-        context = ops.matmul(weights, value)  # (batch, t_q, dv)
+        if query.shape[1] == 1:  # a decoder step: a multiply-sum beats a tiny batched matmul on a CPU
+            context = ops.sum(ops.expand_dims(weights, -1) * ops.expand_dims(value, 1), axis=2)  # (batch, 1, dv)
+        else:
+            context = ops.matmul(weights, value)  # (batch, t_q, dv)
         return context, weights
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, mask_shape=None):
