@@ -6,7 +6,7 @@ greedy and beam-4 translations of the TEST split with `sacrebleu.corpus_bleu(hyp
 lowercase=True)` (13a tokenization) against the untouched English references. Also reports peak
 resident memory. Prints one JSON object.
 
-Usage: python bench/quality.py [--attention luong] [--input-feeding] [--minutes 15] [--out DIR]
+Usage: python bench/quality.py [--attention bahdanau|luong] [--input-feeding] [--minutes 15] [--out DIR]
 """
 
 import argparse
@@ -68,14 +68,14 @@ def score(export_dir, pairs, beam):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--attention", choices=("luong", "bahdanau"), default="luong")
+    parser.add_argument("--attention", choices=("luong", "bahdanau"), default="bahdanau")
     parser.add_argument("--score", default="general")
     parser.add_argument("--input-feeding", action="store_true")
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--dropout", type=float, default=0.2)
-    parser.add_argument("--vocab-size", type=int, default=8000)
-    parser.add_argument("--step-seconds", type=float, default=0.08, help="expected seconds per step")
+    parser.add_argument("--vocab-size", type=int, default=5000, help="word vocabulary per side (the peer: 5,000)")
+    parser.add_argument("--step-seconds", type=float, default=0.09, help="expected seconds per step")
     parser.add_argument("--out", help="run directory (default: a temporary one)")
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="tfattn-quality-")
