@@ -1,12 +1,15 @@
 """Benchmark of the offline demo: exact match on 1,000 held-out dates after <= 90 s of training.
 
-Trains each attention style with the demo's own settings, exports, reloads the export, and scores
-it. Prints one JSON object. Usage: python bench/demo.py [--seeds 0 1 2]
+Runs `tfattn demo` (train with the demo's own settings, export, reload the export, score it) once
+per attention style and seed, each in a fresh process as `make demo` does: runs in one process
+share TensorFlow's thread pools with what the earlier runs left behind, and ran slower.
+Prints one JSON object. Usage: python bench/demo.py [--seeds 0 1 2]
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -14,7 +17,16 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from machine import matmul_gflops  # noqa: E402
 
-from tfattn.demo import DemoConfig, run  # noqa: E402
+from tfattn.demo import DemoConfig  # noqa: E402
+
+
+def demo(attention, seed, out_dir):
+    """One `tfattn demo` run in a fresh process; its JSON summary."""
+    command = [sys.executable, "-m", "tfattn.cli", "demo", "--attention", attention, "--seed", str(seed),
+               "--out-dir", out_dir, "--quiet"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
@@ -26,9 +38,10 @@ def main():
     with tempfile.TemporaryDirectory() as out_dir:
         for attention in args.attention:
             for seed in args.seeds:
-                summary = run(DemoConfig(attention=attention, seed=seed, out_dir=out_dir), quiet=True, show=0)
+                summary = demo(attention, seed, out_dir)
                 runs.append({k: summary[k] for k in ("attention", "exact_match", "seconds", "final_loss")}
                             | {"seed": seed})
+                print(json.dumps(runs[-1]), file=sys.stderr)
     print(json.dumps({"benchmark": "demo", "matmul_gflops": round(matmul_gflops(), 1),
                       "n_test": DemoConfig().n_test, "train_seconds_limit": 90, "runs": runs}))
 
