@@ -207,7 +207,7 @@ class Decoder(keras.layers.Layer):
         return self._project(out, embedded, training=training), attention
 
     def _luong_parallel(self, embedded, gates_x, state, memory, weights, training):
-        if tf.config.list_logical_devices("GPU"):  # the Keras layer runs cuDNN there
+        if rnn.prefer_keras_layers():  # cuDNN
             states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
             h, *_ = self.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
         else:

@@ -1,7 +1,6 @@
 """The encoder: token ids -> one annotation vector per source position, plus a state for the decoder."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from tfattn import rnn
@@ -99,11 +98,11 @@ class Encoder(keras.layers.Layer):
         x = self.dropout_layer(self.embedding(source), training=training)  # (batch, t_in, embedding_dim)
         # 2. Recurrent layers; the state of the last one initializes the decoder. On a GPU the Keras
         #    layers run (cuDNN); elsewhere `rnn.run_masked` runs both directions in one loop.
-        gpu = bool(tf.config.list_logical_devices("GPU"))
+        keras_layers = rnn.prefer_keras_layers()
         for i, layer in enumerate(self.rnn_layers):
             if i:
                 x = self.dropout_layer(x, training=training)
-            if gpu:
+            if keras_layers:
                 x, *states = layer(x, mask=mask, training=training)  # (batch, t_in, units)
                 state = self._merge_states(states)
             else:

@@ -5,9 +5,10 @@ loop starts, and the decoder most of its input (the target embeddings), so they 
 steps in one matmul and pass each step only its share (`gates_x`); what is known only inside the
 decoder's loop (the attention context, the fed attentional vector) adds its own share. The steps
 below then do the recurrent half, and `run_masked` runs them over padded sequences, both directions
-of a bidirectional encoder in one loop. On a CPU this roughly halves the small ops per step, which
-set the pace there; on a GPU the encoder and the Luong decoder without input feeding use the Keras
-layers instead, for cuDNN.
+of a bidirectional encoder in one loop. Measured on a 2-core CPU: greedy serving about 10% faster
+and single-sentence latency about 15% lower than through the Keras layers; training at the same
+speed (its time goes to the loop's gradient machinery). On a GPU (`prefer_keras_layers`) the
+encoder and the Luong decoder without input feeding use the Keras layers instead, for cuDNN.
 
     GRU  (Keras layout, reset_after=True; gates z, r, h):
         gates_x = x @ kernel + input_bias                  # (batch, 3 units), from outside the step
@@ -25,6 +26,11 @@ The weights stay those of a `keras.layers.GRU`/`LSTM`, so saving, loading and th
 
 import tensorflow as tf
 from keras import ops
+
+
+def prefer_keras_layers():
+    """Whether to run the Keras GRU/LSTM layers rather than the loops here: on a GPU, for cuDNN."""
+    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def cell_weights(cell, dtype, split_at=None):
@@ -62,9 +68,10 @@ def gru_step(gates_x, h, weights):
     """One GRU step: `gates_x (batch, 3u)`, `h (batch, u)` -> the new `h (batch, u)`."""
     gates_h = ops.matmul(h, weights["recurrent_kernel"]) + weights["recurrent_bias"]  # (batch, 3u)
     units = weights["recurrent_kernel"].shape[0]
-    zr = ops.sigmoid(gates_x[:, : 2 * units] + gates_h[:, : 2 * units])  # (batch, 2u)
-    z, r = zr[:, :units], zr[:, units:]
-    candidate = ops.tanh(gates_x[:, 2 * units:] + r * gates_h[:, 2 * units:])  # (batch, u)
+    x_zr, x_h = ops.split(gates_x, [2 * units], axis=-1)  # (batch, 2u), (batch, u)
+    h_zr, h_h = ops.split(gates_h, [2 * units], axis=-1)
+    z, r = ops.split(ops.sigmoid(x_zr + h_zr), 2, axis=-1)  # (batch, u) each
+    candidate = ops.tanh(x_h + r * h_h)  # (batch, u)
     return z * h + (1.0 - z) * candidate
 
 
