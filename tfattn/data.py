@@ -95,11 +95,12 @@ def batch_rows(rows, config=None, shuffle=True, repeat=False):
         rows = rows.shuffle(config.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
     if repeat:
         rows = rows.repeat()
-    if shuffle and config.bucket:
-        batches = _bucket(rows, config)
-    else:
-        batches = rows.padded_batch(config.batch_size, padded_shapes=([None], [None]))
+    batches = _bucket(rows, config) if shuffle and config.bucket else _pad(rows, config.batch_size)
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _pad(rows, batch_size):
+    return rows.padded_batch(batch_size, padded_shapes=([None], [None]))
 
 
 def _tokenizer_fn(source_tokenizer, target_tokenizer):
@@ -117,8 +118,7 @@ def _bucket(ds, config):
     def key(source, target):  # bins of `width` tokens on each side, as one int64
         return tf.cast(tf.shape(source)[0] // width * 4096 + tf.shape(target)[0] // width, tf.int64)
 
-    return ds.group_by_window(key, lambda _, rows: rows.padded_batch(config.batch_size, padded_shapes=([None], [None])),
-                              window_size=config.batch_size)
+    return ds.group_by_window(key, lambda _, rows: _pad(rows, config.batch_size), window_size=config.batch_size)
 
 
 def padding_fraction(dataset, max_batches=None, side="target"):

@@ -243,8 +243,8 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
 
     where `|Y|` counts output tokens including `[END]`, `a_ij` is the attention of output step `j`
     on source position `i`, `i` runs over the source positions that are not padding, and the log is
-    floored at `log(1e-10)`. Log-probabilities are `logits - logsumexp(logits)` in float32. At step 0 the beams are
-    all the same, so only beam 0 is expanded (the others start at log-probability -inf). A
+    floored at `log(1e-10)`. Log-probabilities are `logits - logsumexp(logits)` in float32. At
+    step 0 the beams are all the same, so only beam 0 is expanded (the others start at -inf). A
     hypothesis that emits `[END]` is finished: its score is frozen and it stays in the beam until
     `beam` better hypotheses push it out. At a sentence's length limit `[END]` is the only allowed
     token, as in `greedy`; the search stops when every beam of every sentence has finished. Tokens
