@@ -104,3 +104,41 @@ def test_an_empty_batch_decodes_to_empty_outputs_for_every_model_kind(rnn, atten
     assert logits.shape == (0, 2, 12)
     assert greedy(model, source)["ids"].shape == (0, 0)
     assert beam_search(model, source, beam_width=2)["ids"].shape == (0, 2, 0)
+
+
+class CountdownModel:
+    """Sentence `b` emits its tag `source[b, 1]` until its step `source[b, 2] - 1`, which is `[END]`;
+    its attention is one-hot on position `t % t_in`. Records the rows of every step."""
+
+    vocab = 16
+
+    def __init__(self):
+        self.rows_seen = []
+        self.decoder = self
+
+    def encode(self, source):
+        return {"tag": source[:, 1], "end_step": source[:, 2] - 1}, {"t": tf.zeros_like(source[:, 0])}
+
+    def step(self, token, state, memory):
+        self.rows_seen.append(int(tf.shape(token)[0]))
+        t = state["t"]  # (rows,)
+        out = tf.where(t == memory["end_step"], END_ID, memory["tag"])
+        return tf.one_hot(out, self.vocab) * 10.0, tf.one_hot(t % 4, 4), {"t": t + 1}
+
+
+def test_finished_sentences_leave_the_batch_and_outputs_keep_their_places():
+    # Eight sentences that end after 1, 1, 2, 3, 5, 5, 5 and 6 tokens, with tags 4..11.
+    lengths = [1, 1, 2, 3, 5, 5, 5, 6]
+    source = tf.constant([[START_ID, 4 + b, n, END_ID] for b, n in enumerate(lengths)])
+    model = CountdownModel()
+    out = greedy(model, source, DecodeConfig(max_length=20, ratio=4.0, extra=10))
+    # After step 0, 2 of 8 are done (a quarter): 6 rows go on. After step 2, 2 of 6: 4 rows. After
+    # step 4, 3 of 4: 1 row, which ends at step 5. Step 1 has 1 of 6 done: not worth a gather yet.
+    assert model.rows_seen == [8, 6, 6, 4, 4, 1]
+    assert out["length"].numpy().tolist() == lengths
+    ids, attention = out["ids"].numpy(), out["attention"].numpy()
+    assert ids.shape == (8, 6) and attention.shape == (8, 6, 4)
+    for b, n in enumerate(lengths):
+        assert ids[b].tolist() == [4 + b] * (n - 1) + [END_ID] + [0] * (6 - n)
+        np.testing.assert_array_equal(attention[b, :n], np.eye(4)[np.arange(n) % 4])
+        assert (attention[b, n:] == 0).all()

@@ -76,33 +76,54 @@ def _argmax(t, logits):
 def _decode(model, source, config, choose):
     """The one-hypothesis-per-sentence loop of `greedy` and `sample`.
 
-    `choose(t, logits (batch, vocab))` picks the next token `(batch,)` int32 at step `t`, never
+    `choose(t, logits (rows, vocab))` picks the next token `(rows,)` int32 at step `t`, never
     padding or `[START]`.
+
+    Finished sentences leave the batch: once a quarter of the rows still stepped have emitted
+    `[END]`, the others are gathered into a smaller batch (state, memory and all), so the steps
+    after that cost what the unfinished sentences cost. Every row's arithmetic is its own, so the
+    output is the same as when stepping every row to the end; each step's tokens and attention are
+    scattered back to the sentences' places in the batch.
     """
     source = tf.convert_to_tensor(source, tf.int32)
-    batch = tf.shape(source)[0]
-    limits = length_limits(source, config)  # (batch,)
+    batch, t_in = tf.shape(source)[0], tf.shape(source)[1]
     memory, state = model.encode(source)
     ids_ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
     attn_ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None, None])
-    token = tf.fill([batch], START_ID)
-    done = tf.zeros([batch], tf.bool)
+    # The rows still stepped: each one's place in the batch, its length limit and whether it is done.
+    rows = {"place": tf.range(batch), "limit": length_limits(source, config), "token": tf.fill([batch], START_ID),
+            "done": tf.zeros([batch], tf.bool)}
 
-    def body(t, token, done, state, ids_ta, attn_ta):
-        logits, weights, state = model.decoder.step(token, state, memory)  # (batch, vocab), (batch, t_in)
-        token = choose(t, tf.cast(logits, tf.float32))  # (batch,), never padding or [START]
-        token = tf.where(t + 1 >= limits, END_ID, token)  # the last allowed token is [END]
-        token = tf.where(done, PAD_ID, token)
-        weights = tf.where(done[:, None], 0.0, tf.cast(weights, tf.float32))
-        done = done | tf.equal(token, END_ID)
-        return t + 1, token, done, state, ids_ta.write(t, token), attn_ta.write(t, weights)
+    def body(t, rows, state, memory, ids_ta, attn_ta):
+        logits, weights, state = model.decoder.step(rows["token"], state, memory)  # (rows, vocab), (rows, t_in)
+        token = choose(t, tf.cast(logits, tf.float32))  # (rows,), never padding or [START]
+        token = tf.where(t + 1 >= rows["limit"], END_ID, token)  # the last allowed token is [END]
+        token = tf.where(rows["done"], PAD_ID, token)
+        weights = tf.where(rows["done"][:, None], 0.0, tf.cast(weights, tf.float32))
+        places = rows["place"][:, None]  # (rows, 1); sentences that left the batch get padding and zeros
+        ids_ta = ids_ta.write(t, tf.scatter_nd(places, token, [batch]))
+        attn_ta = attn_ta.write(t, tf.scatter_nd(places, weights, [batch, t_in]))
+        rows = {**rows, "token": token, "done": rows["done"] | tf.equal(token, END_ID)}
+        rows, state, memory = _drop_finished(rows, state, memory)
+        return t + 1, rows, state, memory, ids_ta, attn_ta
 
-    loop_vars = (tf.constant(0), token, done, state, ids_ta, attn_ta)
-    _, _, _, _, ids_ta, attn_ta = tf.while_loop(
-        lambda t, token, done, *_: tf.logical_not(tf.reduce_all(done)), body, loop_vars,
-        maximum_iterations=config.max_length,
+    loop_vars = (tf.constant(0), rows, state, memory, ids_ta, attn_ta)
+    *_, ids_ta, attn_ta = tf.while_loop(
+        lambda t, rows, *_: tf.logical_not(tf.reduce_all(rows["done"])), body, loop_vars,
+        shape_invariants=_any_size(loop_vars), maximum_iterations=config.max_length,
     )
-    return _stack(ids_ta, attn_ta, batch, tf.shape(source)[1])
+    return _stack(ids_ta, attn_ta, batch, t_in)
+
+
+def _drop_finished(rows, state, memory):
+    """Gathers the unfinished rows of `(rows, state, memory)` once a quarter of them are done (and
+    not all: the loop stops then). Gathering costs about one step, so it waits for enough to drop."""
+    done = rows["done"]
+    n_done = tf.reduce_sum(tf.cast(done, tf.int32))
+    worth_it = (4 * n_done >= tf.size(done)) & (n_done < tf.size(done))
+    keep = lambda: tf.nest.map_structure(  # noqa: E731
+        lambda x: tf.gather(x, tf.where(~done)[:, 0]), (rows, state, memory))
+    return tf.cond(worth_it, keep, lambda: (rows, state, memory))
 
 
 def _stack(ids_ta, attn_ta, batch, t_in):
@@ -140,7 +161,7 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None):
     The logits are divided by `temperature` and, when `top_k > 0`, cut to the `top_k` most likely
     tokens before the draw; padding and `[START]` are never drawn. Draws are stateless: step `t` uses the
     seed pair `(seed, t)`, so the same model, source and seed give the same output, eagerly or in a
-    `tf.function`. (A row's draw also depends on its place in the batch.) Sampling is never a
+    `tf.function`. (A row's draw also depends on the other rows of the batch.) Sampling is never a
     default: `greedy` and `beam_search` are the ways to translate.
 
     Args:
