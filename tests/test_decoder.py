@@ -138,3 +138,27 @@ def test_unknown_style_is_an_error():
 def test_attention_must_be_a_scored_attention_layer():
     with pytest.raises(ValueError, match="attention must be a ScoredAttention"):
         Decoder(TARGET_VOCAB, EMB, UNITS, attention=keras.layers.Attention())
+
+
+@pytest.mark.parametrize("rows", [1, 3, 20])  # 20 rows: more than FEW_ROWS, the kernel in one piece
+def test_stepper_with_logits_blocks_gives_the_same_logits_to_the_bit(rows):
+    encoder = Encoder(SOURCE_VOCAB, EMB, UNITS)
+    decoder = Decoder(TARGET_VOCAB, EMB, UNITS)
+    outputs, state, mask = encoder(np.resize(SOURCE, (rows, 5)))
+    decoder.build((rows, 1), outputs.shape)
+    memory, state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
+    token = np.resize([1, 4, 9], rows)
+    blocks = decoder.logits_blocks()
+    assert [b.shape for b in blocks] == [(UNITS, 4), (UNITS, 3), (UNITS, 3), (UNITS, 3)]  # 13 = 4 + 3 + 3 + 3
+    plain = decoder.stepper()(token, state, memory)
+    blocked = decoder.stepper(logits_blocks=blocks)(token, state, memory)
+    np.testing.assert_array_equal(blocked[0], plain[0])
+    np.testing.assert_array_equal(blocked[0], decoder.step(token, state, memory)[0])
+
+
+def test_logits_blocks_cover_the_kernel_in_order():
+    decoder = Decoder(3, EMB, UNITS)  # fewer words than blocks: one column each
+    decoder.build((1, 2), (1, 5, UNITS))
+    blocks = decoder.logits_blocks()
+    assert len(blocks) == 3
+    np.testing.assert_array_equal(np.concatenate(blocks, axis=1), decoder.logits_dense.kernel.numpy())

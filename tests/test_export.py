@@ -149,3 +149,12 @@ def test_loads_and_runs_in_a_fresh_process_without_tfattn(exported_dates, dates_
 def test_load_refuses_a_directory_that_is_not_an_export(tmp_path):
     with pytest.raises(FileNotFoundError, match="Not a SavedModel directory"):
         load(str(tmp_path))
+
+
+def test_the_export_keeps_the_vocabulary_projection_also_in_column_blocks(exported_dates, dates_translator):
+    loaded = load(exported_dates)
+    kernel = dates_translator.model.decoder.logits_dense.kernel.numpy()  # (units, vocab)
+    blocks = [b.numpy() for b in loaded.logits_blocks]
+    assert len(blocks) == 4 and all(b.shape[0] == kernel.shape[0] for b in blocks)
+    np.testing.assert_array_equal(np.concatenate(blocks, axis=1), kernel)
+    assert dates_translator.logits_blocks == []  # only the export's translator copies the weights

@@ -88,6 +88,7 @@ def _decode(model, source, config, choose):
     source = tf.convert_to_tensor(source, tf.int32)
     batch, t_in = tf.shape(source)[0], tf.shape(source)[1]
     memory, state = model.encode(source)
+    step = _stepper(model)
     ids_ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
     attn_ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None, None])
     # The rows still stepped: each one's place in the batch, its length limit and whether it is done.
@@ -95,7 +96,7 @@ def _decode(model, source, config, choose):
             "done": tf.zeros([batch], tf.bool)}
 
     def body(t, rows, state, memory, ids_ta, attn_ta):
-        logits, weights, state = model.decoder.step(rows["token"], state, memory)  # (rows, vocab), (rows, t_in)
+        logits, weights, state = step(rows["token"], state, memory)  # (rows, vocab), (rows, t_in)
         token = choose(t, tf.cast(logits, tf.float32))  # (rows,), never padding or [START]
         token = tf.where(t + 1 >= rows["limit"], END_ID, token)  # the last allowed token is [END]
         token = tf.where(rows["done"], PAD_ID, token)
@@ -124,6 +125,13 @@ def _drop_finished(rows, state, memory):
     keep = lambda: tf.nest.map_structure(  # noqa: E731
         lambda x: tf.gather(x, tf.where(~done)[:, 0]), (rows, state, memory))
     return tf.cond(worth_it, keep, lambda: (rows, state, memory))
+
+
+def _stepper(model):
+    """The decoder's step function for a loop: `decoder.stepper()` (weights read once) if it has one,
+    else `decoder.step`."""
+    stepper = getattr(model.decoder, "stepper", None)
+    return stepper() if stepper is not None else model.decoder.step
 
 
 def _stack(ids_ta, attn_ta, batch, t_in):
@@ -305,12 +313,13 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
     limits = length_limits(source, config)  # (batch,)
     # 1. Encode, and take the first step once per sentence: every beam would read the same [START].
     memory, state = model.encode(source)
-    first = model.decoder.step(tf.fill([batch], START_ID), state, memory)  # (logits, weights, state)
+    step = _stepper(model)
+    first = step(tf.fill([batch], START_ID), state, memory)  # (logits, weights, state)
     p = _beam_params(beam_width, length_penalty, coverage_penalty, n_best, vocab=tf.shape(first[0])[1])
     # 2. Give every sentence `beam` rows: (batch, ...) -> (batch * beam, ...).
     memory, first = _repeat_rows((memory, first), p.beam)
     # 3. Search; 4. back-track the n best hypotheses of every sentence.
-    beams, steps = _beam_loop(model, memory, first, limits, p, config.max_length)
+    beams, steps = _beam_loop(step, memory, first, limits, p, config.max_length)
     return _best_hypotheses(beams, steps, p.n_best, t_in)
 
 
@@ -338,7 +347,7 @@ def _rows(parents, beam):
     return tf.reshape(parents + tf.range(batch)[:, None] * beam, [-1])  # (batch * beam,)
 
 
-def _beam_loop(model, memory, first, limits, p, max_length):
+def _beam_loop(step, memory, first, limits, p, max_length):
     """Selects and steps until every beam has finished.
 
     Returns:
@@ -358,7 +367,7 @@ def _beam_loop(model, memory, first, limits, p, max_length):
         rows = _rows(parents, p.beam)  # (batch * beam,)
         state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)  # (batch * beam, ...)
         # The step after the last selection goes unused: the price of a first step of `batch` rows.
-        logits, weights, state = model.decoder.step(tf.reshape(tokens, [-1]), state, memory)
+        logits, weights, state = step(tf.reshape(tokens, [-1]), state, memory)
         steps = tuple(array.write(t, x) for array, x in zip(steps, chosen))
         return t + 1, logits, weights, state, beams, steps
 
