@@ -290,3 +290,36 @@ def test_equals_an_exhaustive_search_over_every_candidate(vocab, beam_width, alp
         # equal scores to sequences made of the same transitions, and rounding orders those.)
         assert sorted(hypotheses(out, sentence)) == sorted(tokens for tokens, _ in expected)
         np.testing.assert_allclose(out["scores"].numpy()[sentence], [s for _, s in expected], rtol=1e-5)
+
+
+class CountingMarkovModel(MarkovModel):
+    """A MarkovModel that never wants [END] (so every sentence ends at its length limit) and records
+    the rows of every decoder step."""
+
+    def __init__(self, vocab, seed):
+        super().__init__(vocab, seed)
+        self.table[:, END_ID] = -30.0
+        self.rows_seen = []
+
+    def step(self, token, state, memory):
+        self.rows_seen.append(int(tf.shape(token)[0]))
+        return super().step(token, state, memory)
+
+
+def test_finished_sentences_leave_the_batch_and_results_stay_in_place():
+    limits = [2, 2, 3, 4, 6, 6, 6, 7]  # real source tokens = length limits (ratio 1, extra 0)
+    source = [[START_ID] + [5] * (n - 2) + [END_ID] + [0] * (7 - n) for n in limits]
+    model = CountingMarkovModel(vocab=9, seed=3)
+    out = beam_search(model, source, beam_width=2, length_penalty=0.6,
+                      config=DecodeConfig(max_length=8, ratio=1.0, extra=0))
+    # The first step reads [START] once per sentence (8 rows), then 2 rows a sentence. Done after
+    # step t: the sentences whose limit is t + 1. After step 1, 2 of 8 are done: 6 go on. After step 3,
+    # 2 of 6 (limits 3 and 4): 4. After step 5, 3 of 4: 1. At step 2 only 1 of 6 was done: no gather.
+    assert model.rows_seen == [8, 16, 12, 12, 8, 8, 2, 2]
+    for sentence, limit in enumerate(limits):
+        expected = exhaustive_beam(model.table, limit, 2, 0.6)
+        assert hypotheses(out, sentence) == [tokens for tokens, _ in expected]
+        np.testing.assert_allclose(out["scores"].numpy()[sentence], [s for _, s in expected], rtol=1e-5)
+        assert (out["ids"].numpy()[sentence, :, limit:] == 0).all()
+        np.testing.assert_allclose(out["attention"].numpy()[sentence, :, :limit, :limit], 1.0 / limit, rtol=1e-6)
+        assert (out["attention"].numpy()[sentence, :, limit:] == 0).all()

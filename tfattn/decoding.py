@@ -319,8 +319,8 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
     # 2. Give every sentence `beam` rows: (batch, ...) -> (batch * beam, ...).
     memory, first = _repeat_rows((memory, first), p.beam)
     # 3. Search; 4. back-track the n best hypotheses of every sentence.
-    beams, steps = _beam_loop(step, memory, first, limits, p, config.max_length)
-    return _best_hypotheses(beams, steps, p.n_best, t_in)
+    final, steps = _beam_loop(step, memory, first, limits, p, config.max_length)
+    return _best_hypotheses(final, steps, p.n_best, t_in)
 
 
 def _beam_params(beam_width, length_penalty, coverage_penalty, n_best, vocab):
@@ -350,34 +350,68 @@ def _rows(parents, beam):
 def _beam_loop(step, memory, first, limits, p, max_length):
     """Selects and steps until every beam has finished.
 
+    Sentences whose beams have all finished leave the batch as in `greedy`: once a quarter of the
+    sentences still searched are done, the others' rows are gathered into a smaller batch. What a
+    finished sentence would go on writing (padding, its beams in place, zero attention) is what the
+    step outputs hold for the sentences that left.
+
     Returns:
-        The final beams (see `_initial_beams`) and three TensorArrays over steps: the tokens
-        `(batch, beam)`, parent beams `(batch, beam)` and attention `(batch, beam, t_in)` chosen.
+        The final beams' `score` and `length`, `(batch, beam)` each, and three TensorArrays over
+        steps: the tokens `(batch, beam)`, parent beams `(batch, beam)` and attention
+        `(batch, beam, t_in)` chosen.
     """
     logits, weights, state = first  # (batch * beam, vocab), (batch * beam, t_in), state
-    beams = _initial_beams(tf.shape(limits)[0], p.beam, tf.shape(weights)[1])
-    mask = tf.cast(memory["mask"], tf.bool)  # (batch * beam, t_in)
+    batch, t_in = tf.shape(limits)[0], tf.shape(weights)[1]
+    beams = _initial_beams(batch, p.beam, t_in)
+    final = {"score": beams["score"], "length": beams["length"]}  # every sentence's, kept up to date
+    sentences = {"place": tf.range(batch), "limit": limits}  # the sentences still searched
     steps = (tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None, None]),
              tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None, None]),
              tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None, None, None]))
+    in_place = tf.tile(tf.range(p.beam)[None, :], [batch, 1])  # (batch, beam): the parents of a finished sentence
 
-    def body(t, logits, weights, state, beams, steps):
-        beams, chosen = _beam_select(t, logits, weights, beams, limits, mask, p)
-        tokens, parents, _ = chosen  # (batch, beam) each
-        rows = _rows(parents, p.beam)  # (batch * beam,)
-        state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)  # (batch * beam, ...)
+    def body(t, logits, weights, state, memory, beams, sentences, final, steps):
+        mask = tf.cast(memory["mask"], tf.bool)  # (rows, t_in)
+        beams, chosen = _beam_select(t, logits, weights, beams, sentences["limit"], mask, p)
+        tokens, parents, attention = chosen  # (n, beam), (n, beam), (n, beam, t_in)
+        places = sentences["place"][:, None]  # (n, 1)
+        steps = (steps[0].write(t, tf.scatter_nd(places, tokens, [batch, p.beam])),
+                 steps[1].write(t, tf.tensor_scatter_nd_update(in_place, places, parents)),
+                 steps[2].write(t, tf.scatter_nd(places, attention, [batch, p.beam, t_in])))
+        final = {k: tf.tensor_scatter_nd_update(final[k], places, beams[k]) for k in final}
+        rows = _rows(parents, p.beam)  # (n * beam,)
+        state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)  # (n * beam, ...)
+        tokens = tf.reshape(tokens, [-1])  # (n * beam,)
+        tokens, state, memory, beams, sentences = _drop_finished_sentences(tokens, state, memory, beams, sentences, p.beam)
         # The step after the last selection goes unused: the price of a first step of `batch` rows.
-        logits, weights, state = step(tf.reshape(tokens, [-1]), state, memory)
-        steps = tuple(array.write(t, x) for array, x in zip(steps, chosen))
-        return t + 1, logits, weights, state, beams, steps
+        logits, weights, state = step(tokens, state, memory)
+        return t + 1, logits, weights, state, memory, beams, sentences, final, steps
 
-    def not_finished(t, logits, weights, state, beams, steps):
+    def not_finished(t, logits, weights, state, memory, beams, *_):
         return tf.logical_not(tf.reduce_all(beams["finished"]))
 
-    loop_vars = (tf.constant(0), logits, weights, state, beams, steps)
-    *_, beams, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=_any_size(loop_vars),
+    loop_vars = (tf.constant(0), logits, weights, state, memory, beams, sentences, final, steps)
+    *_, final, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=_any_size(loop_vars),
                                      maximum_iterations=max_length)
-    return beams, steps
+    return final, steps
+
+
+def _drop_finished_sentences(tokens, state, memory, beams, sentences, beam):
+    """Gathers the rows of the sentences not yet done once a quarter of them are (and not all)."""
+    done = tf.reduce_all(beams["finished"], axis=1)  # (n,)
+    n_done = tf.reduce_sum(tf.cast(done, tf.int32))
+    worth_it = (4 * n_done >= tf.size(done)) & (n_done < tf.size(done))
+    by_row = (tokens, state, memory, beams.pop("coverage"))  # (n * beam, ...)
+    by_sentence = (beams, sentences)  # (n, ...)
+
+    def keep():
+        kept = tf.cast(tf.where(~done)[:, 0], tf.int32)  # (m,)
+        rows = tf.reshape(kept[:, None] * beam + tf.range(beam)[None, :], [-1])  # (m * beam,)
+        return (tf.nest.map_structure(lambda x: tf.gather(x, rows), by_row),
+                tf.nest.map_structure(lambda x: tf.gather(x, kept), by_sentence))
+
+    (tokens, state, memory, coverage), (beams, sentences) = tf.cond(worth_it, keep, lambda: (by_row, by_sentence))
+    return tokens, state, memory, {**beams, "coverage": coverage}, sentences
 
 
 def _any_size(loop_vars):
