@@ -12,6 +12,11 @@ weights of every step.
 
 Each sentence's length limit grows with its source: `min(max_length, ratio * t_src + extra)`,
 where `t_src` counts the source tokens without padding. A model that never emits `[END]` still stops.
+
+Finished sentences leave the batch: once a quarter of the sentences still decoded are done, the
+loop gathers the others' state and memory into a smaller batch and scatters each step's outputs
+back to the sentences' places. Outputs are those of stepping every sentence to the end; the time is
+that of the unfinished ones (on spa-eng at batch 64: greedy +20%, beam 4 +50%).
 """
 
 import dataclasses
@@ -117,14 +122,18 @@ def _decode(model, source, config, choose):
 
 
 def _drop_finished(rows, state, memory):
-    """Gathers the unfinished rows of `(rows, state, memory)` once a quarter of them are done (and
-    not all: the loop stops then). Gathering costs about one step, so it waits for enough to drop."""
+    """The unfinished rows of `(rows, state, memory)`, gathered when `_worth_dropping`."""
     done = rows["done"]
-    n_done = tf.reduce_sum(tf.cast(done, tf.int32))
-    worth_it = (4 * n_done >= tf.size(done)) & (n_done < tf.size(done))
     keep = lambda: tf.nest.map_structure(  # noqa: E731
         lambda x: tf.gather(x, tf.where(~done)[:, 0]), (rows, state, memory))
-    return tf.cond(worth_it, keep, lambda: (rows, state, memory))
+    return tf.cond(_worth_dropping(done), keep, lambda: (rows, state, memory))
+
+
+def _worth_dropping(done):
+    """Whether to gather what is not `done (n,)`: once a quarter is done, and not all (the loop stops
+    then). A gather costs about as much as a step, so it waits until it saves several."""
+    n_done = tf.reduce_sum(tf.cast(done, tf.int32))
+    return (4 * n_done >= tf.size(done)) & (n_done < tf.size(done))
 
 
 def _stepper(model):
@@ -382,7 +391,8 @@ def _beam_loop(step, memory, first, limits, p, max_length):
         rows = _rows(parents, p.beam)  # (n * beam,)
         state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)  # (n * beam, ...)
         tokens = tf.reshape(tokens, [-1])  # (n * beam,)
-        tokens, state, memory, beams, sentences = _drop_finished_sentences(tokens, state, memory, beams, sentences, p.beam)
+        tokens, state, memory, beams, sentences = _drop_finished_sentences(
+            tokens, state, memory, beams, sentences, p.beam)
         # The step after the last selection goes unused: the price of a first step of `batch` rows.
         logits, weights, state = step(tokens, state, memory)
         return t + 1, logits, weights, state, memory, beams, sentences, final, steps
@@ -397,10 +407,9 @@ def _beam_loop(step, memory, first, limits, p, max_length):
 
 
 def _drop_finished_sentences(tokens, state, memory, beams, sentences, beam):
-    """Gathers the rows of the sentences not yet done once a quarter of them are (and not all)."""
+    """The rows of the sentences not yet done, gathered when `_worth_dropping`."""
     done = tf.reduce_all(beams["finished"], axis=1)  # (n,)
-    n_done = tf.reduce_sum(tf.cast(done, tf.int32))
-    worth_it = (4 * n_done >= tf.size(done)) & (n_done < tf.size(done))
+    beams = dict(beams)
     by_row = (tokens, state, memory, beams.pop("coverage"))  # (n * beam, ...)
     by_sentence = (beams, sentences)  # (n, ...)
 
@@ -410,7 +419,8 @@ def _drop_finished_sentences(tokens, state, memory, beams, sentences, beam):
         return (tf.nest.map_structure(lambda x: tf.gather(x, rows), by_row),
                 tf.nest.map_structure(lambda x: tf.gather(x, kept), by_sentence))
 
-    (tokens, state, memory, coverage), (beams, sentences) = tf.cond(worth_it, keep, lambda: (by_row, by_sentence))
+    (tokens, state, memory, coverage), (beams, sentences) = tf.cond(_worth_dropping(done), keep,
+                                                                     lambda: (by_row, by_sentence))
     return tokens, state, memory, {**beams, "coverage": coverage}, sentences
 
 
