@@ -182,7 +182,7 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None):
     default: `greedy` and `beam_search` are the ways to translate.
 
     Args:
-        model: anything with `encode` and `decoder.step`, like a `Seq2Seq` model.
+        model: anything with `encode` and `decoder.step` (or `decoder.stepper()`), like a `Seq2Seq` model.
         source: int32 `(batch, t_in)`, right-padded with 0, with `[START]`/`[END]` markers.
         temperature: float or float32 scalar tensor, > 0. Below 1 sharpens the distribution (it
             approaches greedy as it goes to 0), above 1 flattens it. Defaults to `1.0`.
@@ -293,7 +293,8 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
         model: anything with `encode(source) -> (memory, state)` and
             `decoder.step(token (rows,), state, memory) -> (logits (rows, vocab), weights
             (rows, t_in), state)`, like a `Seq2Seq` model; `memory` and `state` are nested tensors
-            with batch first, and `memory["mask"]` is bool `(batch, t_in)`.
+            with batch first, and `memory["mask"]` is bool `(batch, t_in)`. A decoder with a
+            `stepper()` method (returning such a step function) is stepped through it.
         source: int32 `(batch, t_in)`, right-padded with 0, with `[START]`/`[END]` markers.
         beam_width: int or int32 scalar tensor. Clamped to `[1, min(vocab, 64)]`: 0 or negative
             gives 1, which is greedy search. Defaults to `4`.
