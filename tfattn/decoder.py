@@ -174,7 +174,8 @@ class Decoder(keras.layers.Layer):
         """
         if self.style == "bahdanau":
             out = self.hidden_dense(ops.concatenate([out, embedded], axis=-1))  # (..., units)
-        return (logits or self.logits_dense)(self.dropout_layer(out, training=training))  # (..., vocab)
+        logits = logits or self.logits_dense
+        return logits(self.dropout_layer(out, training=training))  # (..., vocab)
 
     def step(self, token, state, memory):
         """One inference step.
@@ -205,14 +206,7 @@ class Decoder(keras.layers.Layer):
             A function `(token, state, memory) -> (logits, weights, state)`, as `step`.
         """
         weights = self._rnn_weights()
-        logits = self.logits_dense
-        if logits_blocks:
-            bias = ops.cast(self.logits_dense.bias, self.compute_dtype)
-            blocks = [ops.cast(b, self.compute_dtype) for b in logits_blocks]
-
-            def logits(x):  # (rows, units) -> (rows, vocab)
-                by_blocks = lambda: tf.concat([tf.matmul(x, b) for b in blocks], axis=1) + bias  # noqa: E731
-                return tf.cond(tf.shape(x)[0] <= FEW_ROWS, by_blocks, lambda: self.logits_dense(x))
+        logits = self._blocked_logits(logits_blocks) if logits_blocks else None  # None: logits_dense
 
         def step(token, state, memory):
             embedded = self.embedding(token)  # (batch, emb)
@@ -220,6 +214,17 @@ class Decoder(keras.layers.Layer):
             return self._project(out, embedded, logits=logits), attention, state
 
         return step
+
+    def _blocked_logits(self, logits_blocks):
+        """The vocabulary projection `(rows, units) -> (rows, vocab)`, by blocks up to `FEW_ROWS` rows."""
+        bias = ops.cast(self.logits_dense.bias, self.compute_dtype)
+        blocks = [ops.cast(b, self.compute_dtype) for b in logits_blocks]
+
+        def logits(x):
+            by_blocks = lambda: tf.concat([tf.matmul(x, b) for b in blocks], axis=1) + bias  # noqa: E731
+            return tf.cond(tf.shape(x)[0] <= FEW_ROWS, by_blocks, lambda: self.logits_dense(x))
+
+        return logits
 
     def logits_blocks(self, n=4):
         """The vocabulary projection's kernel `(units, vocab)` as `n` column blocks, for `stepper`."""
