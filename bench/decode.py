@@ -5,7 +5,11 @@ latency p50/p99, cold start (load + first call, in a fresh process), the export'
 BLEU of beam 4 and greedy, and padding invariance: how many TEST sentences translate differently
 alone and inside a batch of the longest TEST sentences. Prints one JSON object.
 
-Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR   (e.g. the run of bench/quality.py)
+With `--bfloat16` and a run directory, the run is also exported with its decoder's matrix products
+in bfloat16 (`tfattn export --matmul-dtype bfloat16`, into a temporary directory) and measured the
+same way, under the key "bfloat16", with the share of TEST sentences it translates as float32 does.
+
+Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR [--bfloat16]   (e.g. the run of bench/quality.py)
 """
 
 import argparse
@@ -13,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -27,6 +32,7 @@ import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn.cli import find_export  # noqa: E402
+from tfattn.runs import export_run  # noqa: E402
 from tfattn.serving import load  # noqa: E402
 
 BEAM = {"beam_width": tf.constant(4), "length_penalty": tf.constant(0.6)}
@@ -87,26 +93,44 @@ def size_mb(path):
     return round(total / 1e6, 1)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="a run or export directory of a spa-eng model")
-    args = parser.parse_args()
-    path = find_export(args.model)
+def measure(path, sources, refs):
+    """Every figure of one export; also returns its greedy translations."""
     signatures = load(path).signatures
     greedy, beam = signatures["translate"], signatures["translate_beam"]
-    test = spa.splits()["test"]
-    sources, refs = [s for s, _ in test], [t for _, t in test]
     greedy_rate, greedy_hyps = throughput(greedy, sources)
     beam_rate, beam_hyps = throughput(beam, sources, **BEAM)
     bleu = lambda hyps: round(sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score, 2)  # noqa: E731
     result = {
-        "benchmark": "decode", "matmul_gflops": round(matmul_gflops(), 1), "export": path, "n_test": len(test),
-        "greedy_sentences_per_s": round(greedy_rate, 1), "beam4_sentences_per_s": round(beam_rate, 1),
+        "export": path, "greedy_sentences_per_s": round(greedy_rate, 1), "beam4_sentences_per_s": round(beam_rate, 1),
         "greedy_latency": latency(greedy, sources), "cold_start": cold_start(path), "export_mb": size_mb(path),
         "bleu_greedy": bleu(greedy_hyps), "bleu_beam4": bleu(beam_hyps),
         "padding_differences_greedy": padding_differences(greedy, sources),
         "padding_differences_beam4": padding_differences(beam, sources, **BEAM),
     }
+    return result, greedy_hyps
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a run or export directory of a spa-eng model")
+    parser.add_argument("--bfloat16", action="store_true",
+                        help="also export the run (--model must be a run directory) with bfloat16 matrix "
+                             "products and measure that export")
+    args = parser.parse_args()
+    if args.bfloat16 and not os.path.isfile(os.path.join(args.model, "config.json")):
+        parser.error(f"--bfloat16 needs a run directory (with config.json). Received: --model {args.model}")
+    path = find_export(args.model)
+    test = spa.splits()["test"]
+    sources, refs = [s for s, _ in test], [t for _, t in test]
+    result, hyps = measure(path, sources, refs)
+    result = {"benchmark": "decode", "matmul_gflops": round(matmul_gflops(), 1), "n_test": len(test), **result}
+    if args.bfloat16:
+        with tempfile.TemporaryDirectory() as tmp:
+            bf16, bf16_hyps = measure(export_run(args.model, os.path.join(tmp, "export"), matmul_dtype="bfloat16"),
+                                      sources, refs)
+        bf16["export"] = "(temporary) " + bf16["export"]
+        bf16["greedy_same_as_float32"] = round(float(np.mean([a == b for a, b in zip(hyps, bf16_hyps)])), 4)
+        result["bfloat16"] = bf16
     print(json.dumps(result))
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.decoding import DecodeConfig, beam_search, greedy, make_beam_fn
+from tfattn.decoding import TOP_K_BLOCKED, DecodeConfig, _block_size, beam_search, greedy, make_beam_fn, top_k
 from tfattn.text import END_ID, PAD_ID, START_ID, UNK_ID
 
 VOCAB = 8
@@ -323,3 +323,48 @@ def test_finished_sentences_leave_the_batch_and_results_stay_in_place():
         assert (out["ids"].numpy()[sentence, :, limit:] == 0).all()
         np.testing.assert_allclose(out["attention"].numpy()[sentence, :, :limit, :limit], 1.0 / limit, rtol=1e-6)
         assert (out["attention"].numpy()[sentence, :, limit:] == 0).all()
+
+
+@pytest.mark.parametrize("n", [TOP_K_BLOCKED, 5000, 1031])  # 1031 is prime: the last block is padded
+def test_blocked_top_k_equals_top_k_with_ties_and_infinities(n):
+    rng = np.random.default_rng(n)
+    # Few distinct values, so most of the k best are tied and their order rests on the indices.
+    x = rng.integers(0, 4, size=(40, n)).astype(np.float32)
+    x[0] = -np.inf  # all tied: the first k columns
+    x[1, -3:] = 9.0  # the best at the very end (in the padded block when n is prime)
+    x[2, :] = 0.0
+    x[2, [7, n - 1]] = np.inf
+    for k in [1, 2, 6, 66]:
+        expected = tf.math.top_k(x, k)
+        values, indices = top_k(tf.constant(x), tf.constant(k))
+        np.testing.assert_array_equal(indices, expected.indices)
+        np.testing.assert_array_equal(values, expected.values)
+    np.testing.assert_array_equal(top_k(tf.constant(x), 3)[1][:3], [[0, 1, 2], [n - 3, n - 2, n - 1], [7, n - 1, 0]])
+
+
+def test_top_k_block_sizes():
+    assert _block_size(5000) == 100  # sqrt(10,000)
+    assert _block_size(8000) == 125  # the divisor nearest 126.5
+    assert _block_size(1031) == 46  # prime: ceil(sqrt(2,062)) = 46, 23 blocks, the last padded by 27
+
+
+def test_beam_search_over_a_large_vocabulary_is_the_same_with_blocked_top_k(monkeypatch):
+    from tfattn import decoding
+    import keras
+    from tfattn.model import ModelConfig, ensure_built, make_model
+
+    keras.utils.set_random_seed(3)
+    model = ensure_built(make_model(ModelConfig(units=8, embedding_dim=4), 20, TOP_K_BLOCKED + 7))
+    # Random weights spread the logits, so beams differ; larger logits make ties between them unlikely.
+    model.decoder.logits_dense.kernel.assign(model.decoder.logits_dense.kernel * 30.0)
+    source = tf.constant([[START_ID, 5, 6, 7, END_ID], [START_ID, 9, END_ID, 0, 0]])
+    config = DecodeConfig(max_length=6)
+    sizes = []  # block sizes chosen while tracing: the graph's loop must know the vocabulary's size
+    monkeypatch.setattr(decoding, "_block_size", lambda n: sizes.append(n) or 31)
+    blocked = make_beam_fn(model, config)(source, tf.constant(5), tf.constant(0.6))
+    assert sizes == [TOP_K_BLOCKED + 7]
+    monkeypatch.setattr(decoding, "TOP_K_BLOCKED", 10**9)  # plain tf.math.top_k
+    plain = make_beam_fn(model, config)(source, tf.constant(5), tf.constant(0.6))
+    for key in plain:
+        np.testing.assert_array_equal(blocked[key], plain[key], err_msg=key)
+    assert len({tuple(row) for row in plain["ids"].numpy()[0]}) == 5  # five distinct hypotheses

@@ -148,10 +148,11 @@ def test_stepper_with_logits_blocks_gives_the_same_logits_to_the_bit(rows):
     decoder.build((rows, 1), outputs.shape)
     memory, state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
     token = np.resize([1, 4, 9], rows)
-    blocks = decoder.logits_blocks()
+    weights = decoder.decoding_weights(logits_blocks=4)
+    blocks = weights["logits_blocks"]
     assert [b.shape for b in blocks] == [(UNITS, 4), (UNITS, 3), (UNITS, 3), (UNITS, 3)]  # 13 = 4 + 3 + 3 + 3
     plain = decoder.stepper()(token, state, memory)
-    blocked = decoder.stepper(logits_blocks=blocks)(token, state, memory)
+    blocked = decoder.stepper(weights)(token, state, memory)
     np.testing.assert_array_equal(blocked[0], plain[0])
     np.testing.assert_array_equal(blocked[0], decoder.step(token, state, memory)[0])
 
@@ -159,6 +160,29 @@ def test_stepper_with_logits_blocks_gives_the_same_logits_to_the_bit(rows):
 def test_logits_blocks_cover_the_kernel_in_order():
     decoder = Decoder(3, EMB, UNITS)  # fewer words than blocks: one column each
     decoder.build((1, 2), (1, 5, UNITS))
-    blocks = decoder.logits_blocks()
+    blocks = decoder.decoding_weights(logits_blocks=4)["logits_blocks"]
     assert len(blocks) == 3
     np.testing.assert_array_equal(np.concatenate(blocks, axis=1), decoder.logits_dense.kernel.numpy())
+
+
+@pytest.mark.parametrize("style, feeding", [("bahdanau", True), ("luong", True), ("luong", False)])
+def test_bfloat16_decoding_weights_put_only_the_matmuls_in_bfloat16(style, feeding):
+    encoder = Encoder(SOURCE_VOCAB, EMB, UNITS)
+    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, style=style, input_feeding=feeding)
+    outputs, state, mask = encoder(np.resize(SOURCE, (3, 5)))
+    decoder.build((3, 1), outputs.shape)
+    memory, state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
+    weights = decoder.decoding_weights("bfloat16", logits_blocks=4)
+    kernels = ["kernel", "kernel_rest", "recurrent_kernel", "hidden_kernel", "logits_kernel"]  # kernel_rest may be empty
+    assert {k for k, v in weights.items() if getattr(v, "dtype", None) == tf.bfloat16} == set(kernels)
+    assert all(b.dtype == tf.bfloat16 for b in weights["logits_blocks"])
+    assert weights["logits_bias"].dtype == tf.float32
+    token = np.array([1, 4, 9])
+    logits, attention, new_state = decoder.stepper(weights)(token, state, memory)
+    exact, exact_attention, _ = decoder.step(token, state, memory)
+    assert logits.dtype == tf.float32 and new_state["h"].dtype == tf.float32
+    # bfloat16 keeps 8 significant bits: products of inputs rounded by 2^-9 stay within a few
+    # hundredths of logits of this size, and are not exactly equal.
+    np.testing.assert_allclose(logits, exact, atol=0.05)
+    assert not np.array_equal(logits, exact)
+    np.testing.assert_allclose(np.sum(attention, axis=-1), 1.0, rtol=1e-6)

@@ -154,7 +154,53 @@ def test_load_refuses_a_directory_that_is_not_an_export(tmp_path):
 def test_the_export_keeps_the_vocabulary_projection_also_in_column_blocks(exported_dates, dates_translator):
     loaded = load(exported_dates)
     kernel = dates_translator.model.decoder.logits_dense.kernel.numpy()  # (units, vocab)
-    blocks = [b.numpy() for b in loaded.logits_blocks]
+    assert set(loaded.decoding_weights) == {"logits_blocks"}  # float32: the rest is the model's own
+    blocks = [b.numpy() for b in loaded.decoding_weights["logits_blocks"]]
     assert len(blocks) == 4 and all(b.shape[0] == kernel.shape[0] for b in blocks)
     np.testing.assert_array_equal(np.concatenate(blocks, axis=1), kernel)
-    assert dates_translator.logits_blocks == []  # only the export's translator copies the weights
+    assert dates_translator.decoding_weights == {}  # only the export's translator copies the weights
+
+
+@pytest.fixture(scope="module")
+def exported_bfloat16(dates_translator, tmp_path_factory):
+    from tfattn.serving import Translator, export
+
+    t = dates_translator
+    translator = Translator(t.model, t.source_tokenizer, t.target_tokenizer, t.decode_config, matmul_dtype="bfloat16")
+    return translator, export(translator, str(tmp_path_factory.mktemp("export") / "bf16"))
+
+
+def test_a_bfloat16_export(exported_bfloat16, exported_dates, dates_data):
+    translator, path = exported_bfloat16
+    config = json.loads(open(os.path.join(path, CONFIG_FILE), encoding="utf-8").read())
+    assert config["matmul_dtype"] == "bfloat16"
+    loaded = load(path)
+    stored = loaded.decoding_weights
+    assert {k: v.dtype for k, v in stored.items() if k != "logits_blocks"} == {
+        k: tf.bfloat16 for k in ("kernel", "kernel_rest", "recurrent_kernel", "hidden_kernel", "logits_kernel")}
+    assert all(b.dtype == tf.bfloat16 for b in stored["logits_blocks"])
+    # The same outputs as the bfloat16 translator in memory, on every signature.
+    for name, extra in [("translate", {}), ("translate_beam", beam_inputs())]:
+        got = loaded.signatures[name](text=tf.constant(MIXED), **extra)
+        for key, value in in_memory(translator, name, MIXED, extra).items():
+            np.testing.assert_array_equal(got[key].numpy(), value.numpy(), err_msg=f"{name} {key}")
+    # Padding invariance holds in bfloat16 too: every row's arithmetic is its own.
+    texts = [source for source, _ in dates_data[1][:40]]
+    longest = max(texts, key=len)
+    greedy = loaded.signatures["translate"]
+    for text in texts[:10]:
+        alone = greedy(text=tf.constant([text]))["text"].numpy()[0]
+        assert greedy(text=tf.constant([longest, text, longest]))["text"].numpy()[1] == alone
+    # And it translates as the float32 export does, bar a rare near tie between two tokens.
+    bf16 = greedy(text=tf.constant(texts))["text"].numpy()
+    f32 = load(exported_dates).signatures["translate"](text=tf.constant(texts))["text"].numpy()
+    assert np.mean(bf16 == f32) >= 0.9
+
+
+def test_translator_refuses_an_unknown_matmul_dtype(dates_translator):
+    from tfattn.serving import Translator
+
+    t = dates_translator
+    with pytest.raises(ValueError, match=r"matmul_dtype must be one of \(None, 'float32', 'bfloat16'\). "
+                                         r"Received: matmul_dtype='float16'"):
+        Translator(t.model, t.source_tokenizer, t.target_tokenizer, matmul_dtype="float16")

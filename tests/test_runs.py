@@ -14,6 +14,7 @@ from conftest import shared_data
 from tfattn import dates
 from tfattn.cli import find_export
 from tfattn.runs import CorpusConfig, RunConfig, load_splits, parse_duration, run_config_of
+from tfattn.serving import CONFIG_FILE
 
 
 @pytest.mark.parametrize("text, seconds", [("15m", 900), ("90s", 90), ("1h", 3600), ("1h30m", 5400),
@@ -164,6 +165,9 @@ def test_evaluate_translate_export_and_plot(small_run, tmp_path):
         assert proc.returncode == 0 and len(out.splitlines()) == 3, err
         translations.append(out)
     assert translations[0] == translations[1]  # the weights came back from the checkpoint
+    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "bf16"), "--matmul-dtype", "bfloat16")
+    assert proc.wait(timeout=300) == 0
+    assert json.load(open(tmp_path / "bf16" / CONFIG_FILE))["matmul_dtype"] == "bfloat16"
 
 
 @pytest.mark.data

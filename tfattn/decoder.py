@@ -24,7 +24,7 @@ from tfattn import rnn
 from tfattn.encoder import make_rnn
 
 STYLES = ("bahdanau", "luong")
-FEW_ROWS = 16  # up to this many rows, `stepper(logits_blocks)` projects in column blocks
+FEW_ROWS = 16  # up to this many rows, a step projects to the vocabulary by column blocks, if it has them
 
 
 @keras.saving.register_keras_serializable(package="tfattn")
@@ -137,10 +137,42 @@ class Decoder(keras.layers.Layer):
 
     # -- one step ---------------------------------------------------------------------------------
 
-    def _rnn_weights(self):
-        """The RNN's weights, read once per call: `kernel` for the embedding's share of the input,
-        `kernel_rest` for the rest (Bahdanau: the context; Luong with input feeding: `h~_{t-1}`)."""
-        return rnn.cell_weights(self.rnn_layer.cell, self.compute_dtype, split_at=self.embedding_dim)
+    def decoding_weights(self, matmul_dtype=None, logits_blocks=0):
+        """What a step reads, read once per call: a flat dict of tensors for `_step` and `stepper`.
+
+        Args:
+            matmul_dtype: optional dtype for the step's matrix products: `"bfloat16"` casts their
+                kernels (and, in `rnn.matmul`, their inputs) to bfloat16, on CPUs with AMX or
+                AVX512-BF16 two to three times faster than float32; biases, activations, softmax
+                and the returned logits stay in the compute dtype. Defaults to the compute dtype.
+            logits_blocks: int. Also cut the vocabulary projection's kernel into this many column
+                blocks (`"logits_blocks"`, a list), which `stepper` projects up to `FEW_ROWS` rows
+                with: for a few rows the projection is a matrix-vector product whose time goes to
+                reading its 5 MB kernel (at 5,000 words), and on a 2-core CPU four blocks run as
+                independent ops take about half as long (0.12 against 0.25-0.30 ms for one row), with
+                the same result to the bit. Cutting them costs as much again, so it pays only when
+                done once, ahead: an export stores these weights. Defaults to `0` (no blocks).
+
+        Returns:
+            A dict: the RNN's weights from `rnn.cell_weights` (`kernel` for the embedding's share of
+            the input, `kernel_rest` for the rest: Bahdanau the context, Luong with input feeding
+            `h~_{t-1}`), `hidden_kernel`, `hidden_bias`, `logits_kernel`, `logits_bias`, and
+            `logits_blocks` when asked for. Entries a decoder does not have are None.
+        """
+        dtype = self.compute_dtype
+        matmul_dtype = matmul_dtype or dtype
+        bias = lambda layer: None if layer.bias is None else ops.cast(layer.bias, dtype)  # noqa: E731
+        weights = {
+            **rnn.cell_weights(self.rnn_layer.cell, dtype, split_at=self.embedding_dim, matmul_dtype=matmul_dtype),
+            "hidden_kernel": ops.cast(self.hidden_dense.kernel, matmul_dtype),  # (hidden input, units)
+            "hidden_bias": bias(self.hidden_dense),
+            "logits_kernel": ops.cast(self.logits_dense.kernel, matmul_dtype),  # (units, vocab)
+            "logits_bias": bias(self.logits_dense),
+        }
+        if logits_blocks:
+            sizes = _block_sizes(self.vocab_size, logits_blocks)
+            weights["logits_blocks"] = tf.split(weights["logits_kernel"], sizes, axis=1)
+        return weights
 
     def _step(self, gates_x, state, memory, weights):
         """One step on `gates_x (batch, gates * units)`, the embedding's share of the RNN input.
@@ -152,30 +184,28 @@ class Decoder(keras.layers.Layer):
             # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. out [s_i; c_i].
             context, attention = self._attend(state["h"][:, None, :], memory)  # (batch, 1, dv)
             context = context[:, 0, :]  # (batch, dv)
-            gates_x = gates_x + ops.matmul(context, weights["kernel_rest"])
+            gates_x = gates_x + rnn.matmul(context, weights["kernel_rest"])
             h, new_state = rnn.step(self.rnn, gates_x, state, weights)
             out = ops.concatenate([h, context], axis=-1)  # (batch, units + dv)
         else:
             # 1. The RNN reads [E y_{t-1}; h~_{t-1}]; 2. attend with h_t; 3. h~_t = tanh(W_c [c_t; h_t]).
             if self.feeds_input:
-                gates_x = gates_x + ops.matmul(state["feed"], weights["kernel_rest"])
+                gates_x = gates_x + rnn.matmul(state["feed"], weights["kernel_rest"])
             h, new_state = rnn.step(self.rnn, gates_x, state, weights)
             context, attention = self._attend(h[:, None, :], memory)  # (batch, 1, dv)
-            out = self.hidden_dense(ops.concatenate([context[:, 0, :], h], axis=-1))  # (batch, units)
+            out = _hidden(ops.concatenate([context[:, 0, :], h], axis=-1), weights)  # (batch, units)
             if self.feeds_input:
                 new_state["feed"] = out
         return out, attention[:, 0, :], new_state
 
-    def _project(self, out, embedded, training=False, logits=None):
-        """Step outputs -> logits; the last axis is the only one that matters.
+    def _project(self, out, embedded, training=False):
+        """Step outputs -> logits, all steps at once (`stepper` has its own, for one step).
 
         Bahdanau: the `tanh` layer reads `[s_i; c_i; E y_{i-1}]` first. Luong: `out` is `h~_t` already.
-        `logits` replaces `logits_dense` (see `stepper`).
         """
         if self.style == "bahdanau":
             out = self.hidden_dense(ops.concatenate([out, embedded], axis=-1))  # (..., units)
-        logits = logits or self.logits_dense
-        return logits(self.dropout_layer(out, training=training))  # (..., vocab)
+        return self.logits_dense(self.dropout_layer(out, training=training))  # (..., vocab)
 
     def step(self, token, state, memory):
         """One inference step.
@@ -190,45 +220,28 @@ class Decoder(keras.layers.Layer):
         """
         return self.stepper()(token, state, memory)
 
-    def stepper(self, logits_blocks=None):
+    def stepper(self, weights=None):
         """`step` as a function with the weights read once: a decoding loop calls this before it.
 
         Args:
-            logits_blocks: optional list of tensors, the vocabulary projection's kernel cut into
-                column blocks by `logits_blocks()` and stored apart (an export keeps them as
-                variables). Up to `FEW_ROWS` rows are then projected block by block. For a few rows
-                the projection is a matrix-vector product whose time goes to reading its 5 MB kernel
-                (at 5,000 words); on a 2-core CPU, four blocks run as independent ops take about half
-                as long (0.12 against 0.25-0.30 ms for one row), with the same result to the bit.
-                Cutting the blocks costs as much again, so it pays only when done once, ahead.
+            weights: optional dict from `decoding_weights`, read or stored ahead (an export keeps
+                them as variables, with the vocabulary projection in column blocks and, if asked,
+                in bfloat16). Defaults to `decoding_weights()`, read now.
 
         Returns:
-            A function `(token, state, memory) -> (logits, weights, state)`, as `step`.
+            A function `(token, state, memory) -> (logits, weights, state)`, as `step`; the logits
+            are in the compute dtype.
         """
-        weights = self._rnn_weights()
-        logits = self._blocked_logits(logits_blocks) if logits_blocks else None  # None: logits_dense
+        weights = self.decoding_weights() if weights is None else weights
 
         def step(token, state, memory):
             embedded = self.embedding(token)  # (batch, emb)
             out, attention, state = self._step(rnn.project_inputs(weights, embedded), state, memory, weights)
-            return self._project(out, embedded, logits=logits), attention, state
+            if self.style == "bahdanau":
+                out = _hidden(ops.concatenate([out, embedded], axis=-1), weights)  # (batch, units)
+            return _logits(out, weights), attention, state
 
         return step
-
-    def _blocked_logits(self, logits_blocks):
-        """The vocabulary projection `(rows, units) -> (rows, vocab)`, by blocks up to `FEW_ROWS` rows."""
-        bias = ops.cast(self.logits_dense.bias, self.compute_dtype)
-        blocks = [ops.cast(b, self.compute_dtype) for b in logits_blocks]
-
-        def logits(x):
-            by_blocks = lambda: tf.concat([tf.matmul(x, b) for b in blocks], axis=1) + bias  # noqa: E731
-            return tf.cond(tf.shape(x)[0] <= FEW_ROWS, by_blocks, lambda: self.logits_dense(x))
-
-        return logits
-
-    def logits_blocks(self, n=4):
-        """The vocabulary projection's kernel `(units, vocab)` as `n` column blocks, for `stepper`."""
-        return tf.split(self.logits_dense.kernel, _block_sizes(self.vocab_size, n), axis=1)
 
     # -- teacher forcing --------------------------------------------------------------------------
 
@@ -236,7 +249,7 @@ class Decoder(keras.layers.Layer):
         # 1. Embed the shifted target and project it into the RNN's gates, all steps at once.
         memory = self.prepare_memory(encoder_outputs, mask)
         embedded = self.dropout_layer(self.embedding(target_in), training=training)  # (batch, t_out, emb)
-        weights = self._rnn_weights()
+        weights = self.decoding_weights()
         gates_x = rnn.project_inputs(weights, embedded)  # (batch, t_out, gates * units)
         # 2. Run the steps; 3. project all steps to the vocabulary at once.
         state = self.initial_state(state)
@@ -253,7 +266,7 @@ class Decoder(keras.layers.Layer):
         else:
             (h,) = _scan(lambda x, s: rnn.step(self.rnn, x, s, weights), gates_x, state, 1)
         context, attention = self._attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
-        out = self.hidden_dense(ops.concatenate([context, h], axis=-1))  # (batch, t_out, units)
+        out = _hidden(ops.concatenate([context, h], axis=-1), weights)  # (batch, t_out, units)
         return out, attention
 
     def get_config(self):
@@ -294,6 +307,29 @@ def _scan(step, xs, state, n_outputs):
         maximum_iterations=t_out,  # a bound XLA needs for the gradient's stacks
     )
     return tuple(tf.transpose(a.stack(), [1, 0, 2]) for a in arrays)  # each (batch, t_out, ...)
+
+
+def _affine(x, kernel, bias):
+    """`x @ kernel + bias` (no bias when None), the product in `kernel`'s dtype (`rnn.matmul`)."""
+    y = rnn.matmul(x, kernel)
+    return y if bias is None else tf.nn.bias_add(y, bias)
+
+
+def _hidden(x, weights):
+    """The `tanh` layer of either style (`hidden_dense`) on `x (..., hidden input)`."""
+    return tf.tanh(_affine(x, weights["hidden_kernel"], weights["hidden_bias"]))  # (..., units)
+
+
+def _logits(x, weights):
+    """The vocabulary projection of `x (rows, units)`: by column blocks up to `FEW_ROWS` rows when
+    `weights` has them (see `Decoder.decoding_weights`), else in one product."""
+    whole = lambda: _affine(x, weights["logits_kernel"], weights["logits_bias"])  # noqa: E731
+    blocks = weights.get("logits_blocks")
+    if not blocks:
+        return whole()
+    by_blocks = lambda: tf.nn.bias_add(  # noqa: E731
+        tf.concat([rnn.matmul(x, block) for block in blocks], axis=1), weights["logits_bias"])
+    return tf.cond(tf.shape(x)[0] <= FEW_ROWS, by_blocks, whole)  # (rows, vocab)
 
 
 def _block_sizes(total, n):

@@ -254,6 +254,7 @@ def _keep_top_k(logits, top_k):
 
 MAX_BEAM_WIDTH = 64
 COVERAGE_FLOOR = 1e-10  # a source position never attended adds beta * log(1e-10), not -inf
+TOP_K_BLOCKED = 1024  # from this many columns, `top_k` works by blocks
 _NEG_INF = float("-inf")
 
 
@@ -402,7 +403,9 @@ def _beam_loop(step, memory, first, limits, p, max_length):
         return tf.logical_not(tf.reduce_all(beams["finished"]))
 
     loop_vars = (tf.constant(0), logits, weights, state, memory, beams, sentences, final, steps)
-    *_, final, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=_any_size(loop_vars),
+    invariants = _any_size(loop_vars)  # but the vocabulary's size, if known, lets `top_k` use blocks
+    invariants = (invariants[0], tf.TensorShape([None, logits.shape[1]]), *invariants[2:])
+    *_, final, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=invariants,
                                      maximum_iterations=max_length)
     return final, steps
 
@@ -490,7 +493,7 @@ def _candidates(t, logits, weights, beams, limits, mask, p):
     batch = tf.shape(limits)[0]
     logits = tf.cast(logits, tf.float32)  # (batch * beam, vocab)
     # 1. The beam + 2 best tokens of a row hold `beam` that may be output: drop padding and [START].
-    values, tokens = tf.math.top_k(logits, k=tf.minimum(p.beam + 2, p.vocab))  # (batch * beam, beam + 2)
+    values, tokens = top_k(logits, k=tf.minimum(p.beam + 2, p.vocab))  # (batch * beam, beam + 2)
     # log Z = logsumexp(logits) = best logit - log p(best token), p from one fused softmax (a single
     # pass over the logits on a CPU, where logsumexp takes four); p(best) >= 1 / vocab, so no underflow.
     p_best = tf.gather(tf.nn.softmax(logits), tokens[:, :1], batch_dims=1)  # (batch * beam, 1)
@@ -516,6 +519,40 @@ def _candidates(t, logits, weights, beams, limits, mask, p):
     score = tf.where(finished, tf.where(first, tf.reshape(beams["score"], [-1, 1]), _NEG_INF), score)
     flat = [batch, p.beam * p.beam]
     return tf.reshape(tokens, flat), tf.reshape(log_prob, flat), tf.reshape(score, flat)
+
+
+def top_k(x, k):
+    """`tf.math.top_k(x, k)` for float `x (rows, n)` and `k <= n`: the same values and indices, ties to
+    the lower index, in two passes when `n >= TOP_K_BLOCKED` is known while tracing.
+
+    TopK on a CPU costs about 1.3 ns per element for any `k > 1` (1.7 ms for beam 4's 256 rows of
+    5,000 logits); a max costs a tenth. So the columns are cut into blocks of about `sqrt(2n)`, the
+    `k` blocks with the highest maxima are kept (ties to the lower block), and TopK runs over them
+    alone, in column order (0.6 ms). It is exact: a block left out has `k` kept blocks whose maxima
+    come before every element in it (higher, or equal in a lower block, so at a lower index).
+    """
+    n = x.shape[-1]
+    if n is None or n < TOP_K_BLOCKED:
+        return tf.math.top_k(x, k)
+    size = _block_size(n)
+    rows, n_blocks = tf.shape(x)[0], -(-n // size)
+    if n_blocks * size > n:  # pad the last block; padding loses every tie, being at higher indices
+        x = tf.pad(x, [[0, 0], [0, n_blocks * size - n]], constant_values=_NEG_INF)
+    blocks = tf.reshape(x, [rows, n_blocks, size])  # (rows, n_blocks, size)
+    kept = tf.minimum(k, n_blocks)
+    _, best = tf.math.top_k(tf.reduce_max(blocks, axis=-1), kept)  # (rows, kept)
+    best = tf.sort(best, axis=-1)  # column order, so that TopK below breaks ties as over all of x
+    candidates = tf.reshape(tf.gather(blocks, best, batch_dims=1), [rows, kept * size])
+    values, position = tf.math.top_k(candidates, k)  # (rows, k)
+    return values, tf.gather(best, position // size, batch_dims=1) * size + position % size
+
+
+def _block_size(n):
+    """The divisor of `n` nearest `sqrt(2n)` (measured best at 5,000) if one lies within a factor
+    of two of it, else `sqrt(2n)` rounded up, with the last block padded."""
+    target = (2 * n) ** 0.5
+    divisors = [d for d in range(int(target / 2) + 1, int(2 * target) + 1) if n % d == 0]
+    return min(divisors, key=lambda d: abs(d - target)) if divisors else int(np.ceil(target))
 
 
 def _length_penalty(length, alpha):

@@ -33,7 +33,7 @@ def prefer_keras_layers():
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def cell_weights(cell, dtype, split_at=None):
+def cell_weights(cell, dtype, split_at=None, matmul_dtype=None):
     """The weights of a built Keras `GRUCell` or `LSTMCell`, cast to `dtype`, read once.
 
     Args:
@@ -41,12 +41,15 @@ def cell_weights(cell, dtype, split_at=None):
         dtype: the compute dtype.
         split_at: optional int. Splits the kernel's rows into `kernel` (`[:split_at]`) and
             `kernel_rest` (`[split_at:]`), for inputs made of two parts.
+        matmul_dtype: optional dtype for the kernels (the biases stay in `dtype`); `matmul` then
+            computes the products in it. Defaults to `dtype`.
 
     Returns:
         A dict: `kernel`, `kernel_rest` (or None), `input_bias`, `recurrent_kernel`,
         `recurrent_bias` (None for an LSTM, whose single bias is the input bias).
     """
-    kernel = ops.cast(cell.kernel, dtype)  # (input, gates * units)
+    matmul_dtype = matmul_dtype or dtype
+    kernel = ops.cast(cell.kernel, matmul_dtype)  # (input, gates * units)
     bias = ops.cast(cell.bias, dtype)
     if cell.bias.shape[0] == 2:  # GRU, reset_after: (2, 3 units), input bias then recurrent bias
         input_bias, recurrent_bias = bias[0], bias[1]
@@ -56,17 +59,25 @@ def cell_weights(cell, dtype, split_at=None):
     if split_at is not None:
         kernel, rest = kernel[:split_at], kernel[split_at:]
     return {"kernel": kernel, "kernel_rest": rest, "input_bias": input_bias,
-            "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype), "recurrent_bias": recurrent_bias}
+            "recurrent_kernel": ops.cast(cell.recurrent_kernel, matmul_dtype), "recurrent_bias": recurrent_bias}
+
+
+def matmul(x, w):
+    """`x @ w`, computed in `w`'s dtype and returned in `x`'s: bfloat16 weights (see
+    `Decoder.decoding_weights`) make the product run in bfloat16, and nothing else."""
+    if x.dtype == w.dtype:
+        return ops.matmul(x, w)
+    return tf.cast(tf.matmul(tf.cast(x, w.dtype), w), x.dtype)
 
 
 def project_inputs(weights, x):
     """`x (..., input) -> (..., gates * units)`: the input share of every gate, bias included."""
-    return ops.matmul(x, weights["kernel"]) + weights["input_bias"]
+    return matmul(x, weights["kernel"]) + weights["input_bias"]
 
 
 def gru_step(gates_x, h, weights):
     """One GRU step: `gates_x (batch, 3u)`, `h (batch, u)` -> the new `h (batch, u)`."""
-    gates_h = ops.matmul(h, weights["recurrent_kernel"]) + weights["recurrent_bias"]  # (batch, 3u)
+    gates_h = matmul(h, weights["recurrent_kernel"]) + weights["recurrent_bias"]  # (batch, 3u)
     units = weights["recurrent_kernel"].shape[0]
     x_zr, x_h = ops.split(gates_x, [2 * units], axis=-1)  # (batch, 2u), (batch, u)
     h_zr, h_h = ops.split(gates_h, [2 * units], axis=-1)
@@ -77,7 +88,7 @@ def gru_step(gates_x, h, weights):
 
 def lstm_step(gates_x, h, c, weights):
     """One LSTM step: `gates_x (batch, 4u)`, `h`, `c (batch, u)` -> the new `(h, c)`."""
-    gates = gates_x + ops.matmul(h, weights["recurrent_kernel"])  # (batch, 4u)
+    gates = gates_x + matmul(h, weights["recurrent_kernel"])  # (batch, 4u)
     i, f, candidate, o = ops.split(gates, 4, axis=-1)
     c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(candidate)
     return ops.sigmoid(o) * ops.tanh(c), c

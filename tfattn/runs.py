@@ -276,8 +276,11 @@ def _finish(run, config, trainer, tokenizers, best, history):
     return summary
 
 
-def export_run(run_dir, out, checkpoint="best"):
-    """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`."""
+def export_run(run_dir, out, checkpoint="best", matmul_dtype=None):
+    """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
+
+    `matmul_dtype="bfloat16"` exports a decoder whose matrix products run in bfloat16 (see
+    `Translator`)."""
     run = Run(run_dir)
     if not run.exists():
         raise FileNotFoundError(f"Not a run directory (no config.json). Received: model={run_dir!r}")
@@ -288,7 +291,7 @@ def export_run(run_dir, out, checkpoint="best"):
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
     restore_weights(model, path)
-    return export(Translator(model, *tokenizers, config.decode, config=config.to_dict()), out)
+    return export(Translator(model, *tokenizers, config.decode, config=config.to_dict(), matmul_dtype=matmul_dtype), out)
 
 
 def run_config_of(model_dir):
