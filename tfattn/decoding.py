@@ -110,7 +110,7 @@ def _decode(model, source, config, choose):
         ids_ta = ids_ta.write(t, tf.scatter_nd(places, token, [batch]))
         attn_ta = attn_ta.write(t, tf.scatter_nd(places, weights, [batch, t_in]))
         rows = {**rows, "token": token, "done": rows["done"] | tf.equal(token, END_ID)}
-        rows, state, memory = _drop_finished(rows, state, memory)
+        rows, (state, memory) = _drop_finished(rows["done"], rows, (state, memory))
         return t + 1, rows, state, memory, ids_ta, attn_ta
 
     loop_vars = (tf.constant(0), rows, state, memory, ids_ta, attn_ta)
@@ -121,12 +121,19 @@ def _decode(model, source, config, choose):
     return _stack(ids_ta, attn_ta, batch, t_in)
 
 
-def _drop_finished(rows, state, memory):
-    """The unfinished rows of `(rows, state, memory)`, gathered when `_worth_dropping`."""
-    done = rows["done"]
-    keep = lambda: tf.nest.map_structure(  # noqa: E731
-        lambda x: tf.gather(x, tf.where(~done)[:, 0]), (rows, state, memory))
-    return tf.cond(_worth_dropping(done), keep, lambda: (rows, state, memory))
+def _drop_finished(done, by_sentence, by_row, beam=1):
+    """What belongs to the sentences not `done (n,)`, gathered when `_worth_dropping`.
+
+    `by_sentence` holds nested tensors `(n, ...)`, `by_row` nested tensors `(n * beam, ...)` with
+    sentence `b` in rows `b * beam` to `b * beam + beam - 1` (greedy: `beam = 1`).
+    """
+    def keep():
+        kept = tf.cast(tf.where(~done)[:, 0], tf.int32)  # (m,)
+        rows = tf.reshape(kept[:, None] * beam + tf.range(beam)[None, :], [-1])  # (m * beam,)
+        return (tf.nest.map_structure(lambda x: tf.gather(x, kept), by_sentence),
+                tf.nest.map_structure(lambda x: tf.gather(x, rows), by_row))
+
+    return tf.cond(_worth_dropping(done), keep, lambda: (by_sentence, by_row))
 
 
 def _worth_dropping(done):
@@ -393,8 +400,10 @@ def _beam_loop(step, memory, first, limits, p, max_length):
         rows = _rows(parents, p.beam)  # (n * beam,)
         state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)  # (n * beam, ...)
         tokens = tf.reshape(tokens, [-1])  # (n * beam,)
-        tokens, state, memory, beams, sentences = _drop_finished_sentences(
-            tokens, state, memory, beams, sentences, p.beam)
+        beams, coverage = {k: v for k, v in beams.items() if k != "coverage"}, beams["coverage"]  # by sentence, by row
+        (beams, sentences), (tokens, state, memory, coverage) = _drop_finished(
+            tf.reduce_all(beams["finished"], axis=1), (beams, sentences), (tokens, state, memory, coverage), p.beam)
+        beams["coverage"] = coverage
         # The step after the last selection goes unused: the price of a first step of `batch` rows.
         logits, weights, state = step(tokens, state, memory)
         return t + 1, logits, weights, state, memory, beams, sentences, final, steps
@@ -408,24 +417,6 @@ def _beam_loop(step, memory, first, limits, p, max_length):
     *_, final, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=invariants,
                                      maximum_iterations=max_length)
     return final, steps
-
-
-def _drop_finished_sentences(tokens, state, memory, beams, sentences, beam):
-    """The rows of the sentences not yet done, gathered when `_worth_dropping`."""
-    done = tf.reduce_all(beams["finished"], axis=1)  # (n,)
-    beams = dict(beams)
-    by_row = (tokens, state, memory, beams.pop("coverage"))  # (n * beam, ...)
-    by_sentence = (beams, sentences)  # (n, ...)
-
-    def keep():
-        kept = tf.cast(tf.where(~done)[:, 0], tf.int32)  # (m,)
-        rows = tf.reshape(kept[:, None] * beam + tf.range(beam)[None, :], [-1])  # (m * beam,)
-        return (tf.nest.map_structure(lambda x: tf.gather(x, rows), by_row),
-                tf.nest.map_structure(lambda x: tf.gather(x, kept), by_sentence))
-
-    (tokens, state, memory, coverage), (beams, sentences) = tf.cond(_worth_dropping(done), keep,
-                                                                     lambda: (by_row, by_sentence))
-    return tokens, state, memory, {**beams, "coverage": coverage}, sentences
 
 
 def _any_size(loop_vars):

@@ -116,10 +116,8 @@ class Encoder(keras.layers.Layer):
         # (Concatenating the two kernels for a single matmul costs more than the second matmul.)
         directions = [(rnn.project_inputs(w, x), w, reverse) for w, reverse in zip(weights, (False, True))]
         outputs, states = rnn.run_masked(self.rnn, directions, mask)
-        if not self.bidirectional:
-            return outputs[0], states[0]
-        merged = {k: ops.concatenate([states[0][k], states[1][k]], axis=-1) for k in states[0]}
-        return ops.concatenate(outputs, axis=-1), merged  # (batch, t_in, units), each state (batch, units)
+        flat = [state[k] for state in states for k in ("h", "c") if k in state]  # as a Keras layer returns them
+        return ops.concatenate(outputs, axis=-1), self._merge_states(flat)  # (batch, t_in, units), (batch, units)
 
     def _merge_states(self, states):
         if not self.bidirectional:

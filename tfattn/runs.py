@@ -291,7 +291,8 @@ def export_run(run_dir, out, checkpoint="best", matmul_dtype=None):
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
     restore_weights(model, path)
-    return export(Translator(model, *tokenizers, config.decode, config=config.to_dict(), matmul_dtype=matmul_dtype), out)
+    translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), matmul_dtype=matmul_dtype)
+    return export(translator, out)
 
 
 def run_config_of(model_dir):
