@@ -25,7 +25,7 @@ import keras  # noqa: E402
 
 from tfattn.data import DataConfig, make_dataset  # noqa: E402
 from tfattn.model import ModelConfig, make_model  # noqa: E402
-from tfattn.train import make_train_step  # noqa: E402
+from tfattn.train import TrainConfig, make_optimizer, make_train_step  # noqa: E402
 
 RUNS = [  # (attention, input_feeding, embedding_dim, units)
     ("bahdanau", True, 256, 256),
@@ -53,7 +53,7 @@ def forward_flops(c, batch, t_in, t_out, source_vocab, target_vocab):
 def measure(c, data, steps, source_vocab, target_vocab):
     keras.utils.set_random_seed(0)
     model = make_model(c, source_vocab, target_vocab)
-    step = make_train_step(model, keras.optimizers.Adam(1e-3))
+    step = make_train_step(model, make_optimizer(TrainConfig(learning_rate=1e-3)))  # as `tfattn train`
     batches = data[:: max(1, len(data) // (steps + 5))][: steps + 5]  # spread over the whole epoch
     for source, target in batches[:5]:  # trace and warm up
         step(source, target)

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfattn.model import ensure_built, masked_accuracy, masked_loss
+from tfattn.optimizer import FusedAdam
 
 BATCH_SIGNATURE = (
     tf.TensorSpec([None, None], tf.int32, name="source"),  # (batch, t_in)
@@ -59,7 +60,7 @@ def make_optimizer(config):
     rate = config.learning_rate
     if config.decay_steps:
         rate = keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=0.01)
-    return keras.optimizers.Adam(learning_rate=rate)
+    return FusedAdam(learning_rate=rate)
 
 
 def build(model, optimizer=None):
