@@ -60,9 +60,9 @@ class Translator(tf.Module):
         config: optional JSON-serializable dict saved with the export (`tfattn_config.json`).
         matmul_dtype: `None` (or `"float32"`) or `"bfloat16"`: the dtype of the decoder step's
             matrix products (see `Decoder.decoding_weights`). On CPUs with AMX or AVX512-BF16,
-            bfloat16 makes batched decoding faster (on spa-eng at batch 64: greedy 1.15x, beam 4
-            1.25x), not one sentence at a time, and changes about 2% of the translations (BLEU
-            unchanged there; the README has the figures). Elsewhere it is slower. Defaults to
+            bfloat16 makes beam search faster (on spa-eng at batch 64, beam 4 1.15-1.25x; greedy
+            from 0.95x to 1.15x over runs), not one sentence at a time, and changes 2-3% of the
+            translations (BLEU unchanged there; the README has the figures). Elsewhere it is slower. Defaults to
             `None`: float32 throughout.
         stored_weights: bool. Keep a copy of what the decoder's step reads that the model's own
             variables do not hold: the vocabulary projection in four column blocks (faster for one
