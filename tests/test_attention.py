@@ -17,6 +17,11 @@ BATCH, T_IN, DQ, DK, DV, UNITS = 2, 4, 3, 2, 5, 4
 # Sentence 0 has one padding position (the last); sentence 1 has none.
 MASK = np.array([[True, True, True, False], [True, True, True, True]])
 
+# How far a row of weights may sum from 1. Each weight exp_i / sum is rounded about five times (the exp,
+# three additions over t_in = 4, the division), each by at most the unit roundoff u (2^-11 in float16,
+# 2^-24 in float32), so its relative error is at most 5u and the row's sum is off by at most 5u.
+ROW_SUM_ATOL = {"float32": 1e-6, "float16": 5 * 2.0**-11}
+
 # Every variant the layers offer; "location" covers t_in < max_length (the weights are cropped),
 # "location_short" covers t_in > max_length (positions past max_length get zero weight).
 VARIANTS = ("bahdanau", "bahdanau_normalized", "dot", "general", "concat", "location", "location_short")
@@ -198,8 +203,7 @@ def test_location_positions_past_max_length_get_zero_weight(gain, dtype):
     weights = weights.numpy()
     assert weights.shape == (BATCH, 3, T_IN)
     assert (weights[..., 2:] == 0).all()
-    atol = 1e-6 if dtype == "float32" else 1e-3
-    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=atol)
+    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=ROW_SUM_ATOL[dtype])
 
 
 def test_location_crops_its_weights_to_a_shorter_sentence():
@@ -232,8 +236,7 @@ def test_masked_positions_get_exactly_zero_and_rows_sum_to_one(variant, dtype, t
     assert context.shape == (BATCH, t_q, DV)
     assert (weights[0, :, 3] == 0.0).all()
     assert np.isfinite(weights).all() and np.isfinite(context.numpy()).all()
-    atol = 1e-6 if dtype == "float32" else 1e-3
-    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=atol)
+    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=ROW_SUM_ATOL[dtype])
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
