@@ -19,6 +19,7 @@ SOURCE_PADDING = ~(SOURCE != 0)  # (batch, t_in)
 CASES = {
     "bahdanau-gru": ("bahdanau", True, "gru", None),
     "bahdanau-lstm": ("bahdanau", True, "lstm", None),
+    "bahdanau-normalized-gru": ("bahdanau", True, "gru", lambda: BahdanauAttention(5, normalize=True)),
     "bahdanau-normalized-lstm": ("bahdanau", True, "lstm", lambda: BahdanauAttention(5, normalize=True)),
     "luong-feed-gru": ("luong", True, "gru", None),
     "luong-feed-lstm": ("luong", True, "lstm", None),

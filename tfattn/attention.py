@@ -144,13 +144,21 @@ class BahdanauAttention(ScoredAttention):
     def prepare_keys(self, key):
         return self.key_dense(key)  # (batch, t_in, units)
 
+    def score_weights(self, dtype):
+        """`(w1, v, b)` in `dtype`, as the score uses them: `v` weight-normalized if it is, `b` None
+        unless normalized. For loops that compute the score themselves (`tfattn.loops`)."""
+        v = ops.cast(self.v, dtype)  # (units,)
+        if not self.normalize:
+            return ops.cast(self.query_dense.kernel, dtype), v, None
+        v = ops.cast(self.g, dtype) * v / ops.sqrt(ops.sum(ops.square(v)))
+        return ops.cast(self.query_dense.kernel, dtype), v, ops.cast(self.b, dtype)
+
     def _scores(self, query, keys):
         q = self.query_dense(query)  # (batch, t_q, units)
         hidden = ops.expand_dims(q, 2) + ops.expand_dims(keys, 1)  # (batch, t_q, t_in, units)
-        v = ops.cast(self.v, hidden.dtype)
-        if self.normalize:
-            hidden = hidden + ops.cast(self.b, hidden.dtype)
-            v = ops.cast(self.g, v.dtype) * v / ops.sqrt(ops.sum(ops.square(v)))
+        _, v, b = self.score_weights(hidden.dtype)
+        if b is not None:
+            hidden = hidden + b
         return ops.tensordot(ops.tanh(hidden), v, axes=1)  # (batch, t_q, t_in): one matrix-vector product
 
     def get_config(self):

@@ -2,14 +2,16 @@
 
 A decoder step (`_step`) maps the embedding's share of the RNN input and the state to an output,
 the attention weights and the next state. Teacher forcing (`call`) runs that same step over the
-whole target in a `tf.while_loop`; inference (`step`) runs it once. Whatever does not depend on
-the previous step is taken out of the loop and done for all steps at once: the embedding's share
-of the RNN's input projection before it, the output layers (`_project`) after it.
+whole target in a `tf.while_loop` (in training, with a GRU and `BahdanauAttention`,
+`loops.bahdanau_gru` runs the same step with its backward pass written out, which is faster);
+inference (`step`) runs it once. Whatever does not depend on the previous step is taken out of the
+loop and done for all steps at once: the embedding's share of the RNN's input projection before
+it, the output layers (`_project`) after it.
 
 The one exception is the Luong decoder without input feeding: its recurrent layer does not depend on
-attention, so `call` runs the RNN alone over the whole target (the Keras layer, so cuDNN, on a GPU),
-then attends with all `t_out` queries in one batched matmul. A test checks that this gives what
-stepping gives.
+attention, so `call` runs the RNN alone over the whole target (the Keras layer, so cuDNN, on a GPU;
+in training elsewhere, `loops.gru` for a GRU), then attends with all `t_out` queries in one batched
+matmul. A test checks that this gives what stepping gives.
 
 State is a dict of `(batch, units)` tensors: `"h"` (and `"c"` for an LSTM), plus `"feed"`, the
 previous attentional vector, for Luong input feeding.
@@ -20,7 +22,7 @@ import tensorflow as tf
 from keras import ops
 
 from tfattn.attention import BahdanauAttention, LuongAttention, ScoredAttention
-from tfattn import rnn
+from tfattn import loops, rnn
 from tfattn.encoder import make_rnn
 
 STYLES = ("bahdanau", "luong")
@@ -55,7 +57,8 @@ class Decoder(keras.layers.Layer):
         encoder_outputs: float `(batch, t_in, units)`.
         state: dict from `Encoder` or `initial_state`.
         mask: bool `(batch, t_in)`, `False` on source padding.
-        training: bool. Whether dropout is active.
+        training: bool. Whether dropout is active, and whether a GRU decoder runs the loops of
+            `tfattn.loops` (backward pass written out) where they apply.
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
@@ -75,8 +78,10 @@ class Decoder(keras.layers.Layer):
         super().__init__(**kwargs)
         if style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}. Received: style={style!r}")
+        dtype = self.dtype_policy  # sub-layers compute in the decoder's dtype (e.g. "float16")
         if attention is None:
-            attention = BahdanauAttention(units) if style == "bahdanau" else LuongAttention("general")
+            attention = (BahdanauAttention(units, dtype=dtype) if style == "bahdanau"
+                         else LuongAttention("general", dtype=dtype))
         if not isinstance(attention, ScoredAttention):
             raise ValueError(f"attention must be a ScoredAttention layer. Received: attention={attention!r}")
         self.vocab_size = vocab_size
@@ -87,13 +92,13 @@ class Decoder(keras.layers.Layer):
         self.input_feeding = input_feeding
         self.rnn = rnn
         self.dropout = dropout
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
-        self.rnn_layer = make_rnn(rnn, units, name=rnn)
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding", dtype=dtype)
+        self.rnn_layer = make_rnn(rnn, units, name=rnn, dtype=dtype)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=dtype)
         # Bahdanau: tanh layer over [s_i; c_i; E y_{i-1}].  Luong: W_c over [c_t; h_t].
         self.hidden_dense = keras.layers.Dense(units, activation="tanh", use_bias=style == "bahdanau",
-                                               name="hidden_dense")
-        self.logits_dense = keras.layers.Dense(vocab_size, name="logits_dense")
+                                               name="hidden_dense", dtype=dtype)
+        self.logits_dense = keras.layers.Dense(vocab_size, name="logits_dense", dtype=dtype)
 
     @property
     def feeds_input(self):
@@ -255,14 +260,31 @@ class Decoder(keras.layers.Layer):
         state = self.initial_state(state)
         if self.style == "luong" and not self.input_feeding:
             out, attention = self._luong_parallel(embedded, gates_x, state, memory, weights, training)
+        elif training and self._has_written_out_loop():
+            out, attention = self._bahdanau_loop(gates_x, state, memory, weights)
         else:
             out, attention = _scan(lambda x, s: self._step(x, s, memory, weights), gates_x, state, 2)
         return self._project(out, embedded, training=training), attention
+
+    def _has_written_out_loop(self):
+        """Whether `loops.bahdanau_gru` (backward pass written out) covers this decoder."""
+        return self.style == "bahdanau" and self.rnn == "gru" and type(self.attention) is BahdanauAttention
+
+    def _bahdanau_loop(self, gates_x, state, memory, weights):
+        w1, v, b = self.attention.score_weights(gates_x.dtype)
+        keys, values, mask = memory["keys"], memory["values"], memory["mask"]
+        mask = ops.ones(ops.shape(keys)[:2], "bool") if mask is None else ops.cast(mask, "bool")
+        weights = {**weights, "w1": w1, "v": v}
+        states, contexts, attention = loops.bahdanau_gru(
+            gates_x, state["h"], keys if b is None else keys + b, values, mask, weights)
+        return ops.concatenate([states, contexts], axis=-1), attention  # out [s_i; c_i] as `_step` gives
 
     def _luong_parallel(self, embedded, gates_x, state, memory, weights, training):
         if rnn.prefer_keras_layers():  # cuDNN
             states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
             h, *_ = self.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
+        elif training and self.rnn == "gru":  # its backward pass written out (see `loops`)
+            [(h, _)] = loops.gru([(gates_x, state["h"], weights, False)])
         else:
             (h,) = _scan(lambda x, s: rnn.step(self.rnn, x, s, weights), gates_x, state, 1)
         context, attention = self._attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)

@@ -44,7 +44,8 @@ class Encoder(keras.layers.Layer):
 
     Call arguments:
         source: int tensor `(batch, t_in)`, right-padded with 0.
-        training: bool. Whether dropout is active.
+        training: bool. Whether dropout is active, and whether a GRU runs in `tfattn.loops`
+            (backward pass written out).
 
     Returns:
         `(outputs, state, mask)`: outputs `(batch, t_in, units)`; state a dict `{"h": (batch, units)}`
@@ -74,15 +75,17 @@ class Encoder(keras.layers.Layer):
         self.bidirectional = bidirectional
         self.num_layers = num_layers
         self.dropout = dropout
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        # Sub-layers compute in the encoder's dtype (e.g. "float16").
+        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding", dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         size = units // 2 if bidirectional else units
         self.rnn_layers = [self._make_layer(size, i) for i in range(num_layers)]
 
     def _make_layer(self, size, i):
-        layer = make_rnn(self.rnn, size, name=f"{self.rnn}_{i}", zero_output_for_mask=True)
+        layer = make_rnn(self.rnn, size, name=f"{self.rnn}_{i}", zero_output_for_mask=True, dtype=self.dtype_policy)
         if self.bidirectional:
-            layer = keras.layers.Bidirectional(layer, merge_mode="concat", name=f"bidirectional_{i}")
+            layer = keras.layers.Bidirectional(layer, merge_mode="concat", name=f"bidirectional_{i}",
+                                               dtype=self.dtype_policy)
         return layer
 
     def build(self, source_shape):
@@ -106,16 +109,16 @@ class Encoder(keras.layers.Layer):
                 x, *states = layer(x, mask=mask, training=training)  # (batch, t_in, units)
                 state = self._merge_states(states)
             else:
-                x, state = self._run(layer, x, mask)
+                x, state = self._run(layer, x, mask, training)
         return x, state, mask
 
-    def _run(self, layer, x, mask):
+    def _run(self, layer, x, mask, training):
         """One recurrent layer; each direction's input projection is one matmul over all steps."""
         cells = [layer.forward_layer.cell, layer.backward_layer.cell] if self.bidirectional else [layer.cell]
         weights = [rnn.cell_weights(cell, self.compute_dtype) for cell in cells]
         # (Concatenating the two kernels for a single matmul costs more than the second matmul.)
         directions = [(rnn.project_inputs(w, x), w, reverse) for w, reverse in zip(weights, (False, True))]
-        outputs, states = rnn.run_masked(self.rnn, directions, mask)
+        outputs, states = rnn.run_masked(self.rnn, directions, mask, training)
         flat = [state[k] for state in states for k in ("h", "c") if k in state]  # as a Keras layer returns them
         return ops.concatenate(outputs, axis=-1), self._merge_states(flat)  # (batch, t_in, units), (batch, units)
 

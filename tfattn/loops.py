@@ -1,0 +1,271 @@
+"""Training loops with their backward pass written out: the Bahdanau decoder's, and a GRU's.
+
+In training (`training=True`), `Decoder.call` runs this instead of autodiff through its step loop
+when it can (a GRU and a plain `BahdanauAttention`), and `gru` below runs the encoder's GRUs and the
+Luong decoder's without input feeding; tests check that both ways give the same outputs and
+gradients. Inference and exports keep the plain loops: these keep what their backward pass reads,
+and a SavedModel cannot hold their gradient functions. The forward pass
+is the decoder's step, unchanged. The backward pass is where the time goes: through a
+`tf.while_loop`, autodiff computes every weight's gradient inside the reversed loop, one small
+matmul per weight per step plus an AddN to accumulate it, and keeps every intermediate. Here each
+reversed step only carries the gradient back to the previous state; the weight gradients are one
+large matmul each, over all steps, after the loop. On a 2-core CPU (batch 64, units 256, 12
+steps) forward plus backward takes about 35 ms instead of 44.
+
+Forward, step i (B batch, T source positions, u state size, a attention size; K = keys + b):
+    q      = s_{i-1} W1                                   # (B, a)
+    hid    = tanh(q + K)                                  # (B, T, a)
+    e      = hid v ;  alpha = masked softmax(e)           # (B, T)
+    c      = sum_j alpha_j V_j                            # (B, dv)
+    gx     = gates_x_i + c Kc ;  gh = s_{i-1} R + b_r     # (B, 3u), GRU gates z, r, n
+    z, r   = sigmoid(gx_zr + gh_zr) ;  n = tanh(gx_n + r * gh_n)
+    s_i    = z s_{i-1} + (1 - z) n                        # (B, u)
+
+Backward, step i in reverse, with ds the gradient reaching s_i (from the output and from step i+1):
+    dn   = tanh'(n) (1 - z) ds ;  dz = sigmoid'(z) (s_{i-1} - n) ds ;  dr = sigmoid'(r) gh_n dn
+    dgx  = [dz, dr, dn] ;  dgh = [dz, dr, r dn]
+    dc   = dc_out + dgx Kc^T ;  dalpha = V dc + dalpha_out
+    de   = alpha (dalpha - sum_j alpha_j dalpha_j)        # softmax; 0 where masked, as alpha is
+    dhid = tanh'(hid) de v ;  dK += dhid ;  dv += sum hid de ;  dq = sum_j dhid
+    ds_{i-1} = z ds + dgh R^T + dq W1^T
+After the loop, with S, C the stacked s_{i-1}, c_i:
+    dW1 = S^T dQ ;  dR = S^T dGH ;  db_r = sum dGH ;  dKc = C^T dGX ;  dV = sum_i alpha_i^T dc_i
+"""
+
+import tensorflow as tf
+from tensorflow.python.ops import gen_math_ops
+
+from tfattn.attention import large_negative
+
+_SAVED = ("s", "z", "r", "n", "gh_n", "hid", "alpha", "c")  # what the backward pass reads, per step
+
+
+def bahdanau_gru(gates_x, h0, keys, values, mask, weights):
+    """Runs the Bahdanau decoder's steps over a whole target (teacher forcing).
+
+    Args:
+        gates_x: `(batch, t_out, 3 units)`, the target embeddings' share of the GRU gates, input
+            bias included (`rnn.project_inputs`).
+        h0: `(batch, units)`, the initial state.
+        keys: `(batch, t_in, att_units)`, the projected keys, plus the score bias `b` if any.
+        values: `(batch, t_in, dv)`, the encoder outputs.
+        mask: bool `(batch, t_in)`, `False` on source padding.
+        weights: dict of tensors: `w1 (units, att_units)` and `v (att_units,)` of the score (`v`
+            already weight-normalized if it is), `kernel_rest (dv, 3 units)` (the context's share
+            of the GRU kernel), `recurrent_kernel (units, 3 units)`, `recurrent_bias (3 units,)`.
+
+    Returns:
+        `(states, contexts, attention)`: `(batch, t_out, units)`, `(batch, t_out, dv)`,
+        `(batch, t_out, t_in)`; step i's state is `s_i`, its context and weights are `c_i`, `alpha_i`.
+    """
+    names = ("w1", "v", "kernel_rest", "recurrent_kernel", "recurrent_bias")
+    return _bahdanau_gru(mask, gates_x, h0, keys, values, *(weights[k] for k in names))
+
+
+def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias):
+    @tf.custom_gradient
+    def loop(gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias):
+        dtype = gates_x.dtype
+        units, att_units = recurrent_kernel.shape[0], v.shape[0]
+        batch, t_in, t_out = tf.shape(keys)[0], tf.shape(keys)[1], tf.shape(gates_x)[1]
+        inputs = tf.TensorArray(dtype, size=t_out).unstack(_time_major(gates_x))  # t_out x (B, 3u)
+        saved = {k: tf.TensorArray(dtype, size=t_out, clear_after_read=False) for k in _SAVED}
+        negative = tf.constant(large_negative(dtype), dtype)
+
+        def forward(i, s, saved):
+            q = tf.matmul(s, w1)  # (B, a)
+            hid = tf.tanh(q[:, None, :] + keys)  # (B, T, a)
+            e = tf.reshape(tf.matmul(tf.reshape(hid, [-1, att_units]), v[:, None]), [batch, t_in])  # (B, T)
+            e = tf.where(mask, e, negative)
+            exp = tf.exp(e - tf.reduce_max(e, axis=-1, keepdims=True))
+            alpha = tf.where(mask, exp / tf.reduce_sum(exp, axis=-1, keepdims=True), tf.zeros_like(exp))
+            c = tf.reduce_sum(alpha[:, :, None] * values, axis=1)  # (B, dv)
+            gx = inputs.read(i) + tf.matmul(c, kernel_rest)  # (B, 3u)
+            gh = tf.matmul(s, recurrent_kernel) + recurrent_bias  # (B, 3u)
+            z, r = tf.split(tf.sigmoid(gx[:, :2 * units] + gh[:, :2 * units]), 2, axis=-1)  # (B, u) each
+            gh_n = gh[:, 2 * units:]
+            n = tf.tanh(gx[:, 2 * units:] + r * gh_n)
+            step = dict(s=s, z=z, r=r, n=n, gh_n=gh_n, hid=hid, alpha=alpha, c=c)
+            saved = {k: saved[k].write(i, step[k]) for k in _SAVED}
+            return i + 1, z * s + (1.0 - z) * n, saved
+
+        _, s_last, saved = tf.while_loop(lambda i, *_: i < t_out, forward, (tf.constant(0), h0, saved),
+                                         maximum_iterations=t_out)
+        s_prev, contexts, alphas = (saved[k].stack() for k in ("s", "c", "alpha"))  # time-major
+        states = tf.concat([s_prev[1:], s_last[None]], axis=0)  # (t_out, B, u): s_1 .. s_t_out
+        outputs = (_time_major(states), _time_major(contexts), _time_major(alphas))
+
+        def backward(d_states, d_contexts, d_alphas):
+            upstream = {"ds": d_states, "dc": d_contexts}
+            if d_alphas is not None:  # the attention weights are an output too (None if unused)
+                upstream["dalpha"] = d_alphas
+            upstream = {k: tf.TensorArray(dtype, size=t_out).unstack(_time_major(x)) for k, x in upstream.items()}
+            grads = {k: tf.TensorArray(dtype, size=t_out) for k in ("dgx", "dgh", "dq", "dc")}
+
+            def step_back(j, ds, d_keys, d_v, grads):
+                i = t_out - 1 - j
+                s, z, r, n, gh_n, hid, alpha = (saved[k].read(i) for k in _SAVED[:-1])
+                ds = ds + upstream["ds"].read(i)  # (B, u)
+                # GRU.
+                dn = gen_math_ops.tanh_grad(n, ds * (1.0 - z))
+                dz = gen_math_ops.sigmoid_grad(z, ds * (s - n))
+                dr = gen_math_ops.sigmoid_grad(r, dn * gh_n)
+                dgx = tf.concat([dz, dr, dn], axis=-1)  # (B, 3u)
+                dgh = tf.concat([dz, dr, dn * r], axis=-1)  # (B, 3u)
+                # Attention.
+                dc = upstream["dc"].read(i) + tf.matmul(dgx, kernel_rest, transpose_b=True)  # (B, dv)
+                dalpha = tf.reduce_sum(values * dc[:, None, :], axis=-1)  # (B, T)
+                if "dalpha" in upstream:
+                    dalpha = dalpha + upstream["dalpha"].read(i)
+                de = alpha * (dalpha - tf.reduce_sum(alpha * dalpha, axis=-1, keepdims=True))  # (B, T)
+                dhid = gen_math_ops.tanh_grad(hid, de[:, :, None] * v)  # (B, T, a)
+                d_v = d_v + tf.matmul(tf.reshape(de, [1, -1]), tf.reshape(hid, [-1, att_units]))[0]
+                dq = tf.reduce_sum(dhid, axis=1)  # (B, a)
+                # To the previous state.
+                ds = z * ds + tf.matmul(dgh, recurrent_kernel, transpose_b=True) + tf.matmul(dq, w1, transpose_b=True)
+                grads = {k: grads[k].write(i, g) for k, g in (("dgx", dgx), ("dgh", dgh), ("dq", dq), ("dc", dc))}
+                return j + 1, ds, d_keys + dhid, d_v, grads
+
+            start = (tf.constant(0), tf.zeros_like(h0), tf.zeros_like(keys), tf.zeros_like(v), grads)
+            _, d_h0, d_keys, d_v, grads = tf.while_loop(lambda j, *_: j < t_out, step_back, start,
+                                                        maximum_iterations=t_out)
+            d_gx, d_gh, d_q, d_c = (grads[k].stack() for k in ("dgx", "dgh", "dq", "dc"))  # time-major
+            d_values = tf.einsum("tbj,tbd->bjd", alphas, d_c)  # (B, T, dv)
+            rows = lambda x: tf.reshape(x, [-1, x.shape[-1]])  # noqa: E731  (t_out * B, ...)
+            d_w1 = tf.matmul(rows(s_prev), rows(d_q), transpose_a=True)
+            d_recurrent = tf.matmul(rows(s_prev), rows(d_gh), transpose_a=True)
+            d_kernel_rest = tf.matmul(rows(contexts), rows(d_gx), transpose_a=True)
+            d_bias = tf.reduce_sum(rows(d_gh), axis=0)
+            return (_time_major(d_gx), d_h0, d_keys, d_values, d_w1, d_v, d_kernel_rest, d_recurrent, d_bias)
+
+        return outputs, backward
+
+    return loop(gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias)
+
+
+def _time_major(x):
+    """`(a, b, ...) -> (b, a, ...)`: batch-major to time-major and back."""
+    return tf.transpose(x, [1, 0, *range(2, x.shape.rank)])
+
+
+def gru(directions, mask=None):
+    """Runs GRUs over whole sequences in one loop, skipping padding, with the backward pass written out.
+
+    The encoder runs its two directions here (their independent steps use both cores of a small
+    CPU), and the Luong decoder without input feeding its single one. Per step, for a real position
+    (a padding position keeps the state and outputs zeros, so a reversed direction starts at each
+    sentence's last token):
+
+        forward:   gh = s R + b_r ;  z, r = sigmoid(gx_zr + gh_zr) ;  n = tanh(gx_n + r * gh_n)
+                   s' = z s + (1 - z) n
+        backward:  ds' = (gradient from step i+1) + (gradient of the output)
+                   dgx = [sigmoid'(z) (s - n) ds', sigmoid'(r) gh_n dn, dn] with dn = tanh'(n) (1 - z) ds'
+                   dgh = [dgx_z, dgx_r, r dn] ;  ds = z ds' + dgh R^T
+        after:     dR = S^T dGH ;  db_r = sum dGH           (S: the stacked states before each step)
+
+    Args:
+        directions: list of `(gates_x, h0, weights, reverse)`: `gates_x (batch, t, 3 units)` from
+            `rnn.project_inputs`, the initial state `h0 (batch, units)`, `weights` from
+            `rnn.cell_weights` (a GRU's), and whether to read the sequence from its end.
+        mask: optional bool `(batch, t)`, `False` on padding. Defaults to none (every step real).
+
+    Returns:
+        Per direction, `(outputs (batch, t, units), final state (batch, units))`.
+    """
+    flat = []
+    for gates_x, h0, weights, _ in directions:
+        flat += [gates_x, h0, weights["recurrent_kernel"], weights["recurrent_bias"]]
+    reverses = [reverse for *_, reverse in directions]
+    results = _gru(mask, reverses, *flat)
+    return [(results[2 * d], results[2 * d + 1]) for d in range(len(directions))]
+
+
+def _gru(mask, reverses, *flat):
+    @tf.custom_gradient
+    def loop(*flat):
+        n_dir = len(reverses)
+        gates_x, h0, kernels, biases = (flat[k::4] for k in range(4))
+        dtype = gates_x[0].dtype
+        units = [k.shape[0] for k in kernels]
+        t_max = tf.shape(gates_x[0])[1]
+        masks = None
+        if mask is not None:
+            masks = tf.TensorArray(tf.bool, size=t_max, clear_after_read=False).unstack(
+                tf.transpose(mask)[:, :, None])  # t x (B, 1)
+        inputs = [tf.TensorArray(dtype, size=t_max).unstack(_time_major(g)) for g in gates_x]
+        saved = [{k: tf.TensorArray(dtype, size=t_max, clear_after_read=False) for k in _GRU_SAVED}
+                 for _ in range(n_dir)]
+        outs = [tf.TensorArray(dtype, size=t_max) for _ in range(n_dir)]
+        position = lambda i, d: t_max - 1 - i if reverses[d] else i  # noqa: E731
+
+        def forward(i, states, saved, outs):
+            new_states, new_saved, new_outs = [], [], []
+            for d in range(n_dir):
+                t, s, u = position(i, d), states[d], units[d]
+                gx = inputs[d].read(t)  # (B, 3u)
+                gh = tf.matmul(s, kernels[d]) + biases[d]  # (B, 3u)
+                z, r = tf.split(tf.sigmoid(gx[:, :2 * u] + gh[:, :2 * u]), 2, axis=-1)  # (B, u) each
+                gh_n = gh[:, 2 * u:]
+                n = tf.tanh(gx[:, 2 * u:] + r * gh_n)
+                s_new = z * s + (1.0 - z) * n
+                out = s_new
+                if masks is not None:
+                    real = masks.read(t)  # (B, 1)
+                    s_new, out = tf.where(real, s_new, s), tf.where(real, s_new, tf.zeros_like(s_new))
+                step = dict(s=s, z=z, r=r, n=n, gh_n=gh_n)
+                new_saved.append({k: saved[d][k].write(t, step[k]) for k in _GRU_SAVED})
+                new_outs.append(outs[d].write(t, out))
+                new_states.append(s_new)
+            return i + 1, new_states, new_saved, new_outs
+
+        _, finals, saved, outs = tf.while_loop(lambda i, *_: i < t_max, forward,
+                                               (tf.constant(0), list(h0), saved, outs), maximum_iterations=t_max)
+        results = []
+        for d in range(n_dir):
+            results += [_time_major(outs[d].stack()), finals[d]]
+
+        def backward(*upstream):
+            # An output nobody used (a final state the caller dropped) has no upstream gradient.
+            upstream = [tf.zeros_like(x) if g is None else g for g, x in zip(upstream, results)]
+            d_outs = [tf.TensorArray(dtype, size=t_max).unstack(_time_major(upstream[2 * d])) for d in range(n_dir)]
+            d_finals = [upstream[2 * d + 1] for d in range(n_dir)]
+            grads = [{k: tf.TensorArray(dtype, size=t_max) for k in ("dgx", "dgh")} for _ in range(n_dir)]
+
+            def step_back(j, ds_all, grads):
+                new_ds, new_grads = [], []
+                for d in range(n_dir):
+                    t, u = position(t_max - 1 - j, d), units[d]
+                    s, z, r, n, gh_n = (saved[d][k].read(t) for k in _GRU_SAVED)
+                    ds = ds_all[d]
+                    ds_new = ds + d_outs[d].read(t)  # the gradient reaching this step's new state
+                    if masks is not None:  # a padding step passed the state through, untouched
+                        real, zeros = masks.read(t), tf.zeros_like(ds)
+                        ds_new, ds_kept = tf.where(real, ds_new, zeros), tf.where(real, zeros, ds)
+                    dn = gen_math_ops.tanh_grad(n, ds_new * (1.0 - z))
+                    dz = gen_math_ops.sigmoid_grad(z, ds_new * (s - n))
+                    dr = gen_math_ops.sigmoid_grad(r, dn * gh_n)
+                    dgh = tf.concat([dz, dr, dn * r], axis=-1)  # (B, 3u)
+                    ds_prev = z * ds_new + tf.matmul(dgh, kernels[d], transpose_b=True)
+                    if masks is not None:
+                        ds_prev = ds_prev + ds_kept
+                    new_grads.append({"dgx": grads[d]["dgx"].write(t, tf.concat([dz, dr, dn], axis=-1)),
+                                      "dgh": grads[d]["dgh"].write(t, dgh)})
+                    new_ds.append(ds_prev)
+                return j + 1, new_ds, new_grads
+
+            _, d_h0, grads = tf.while_loop(lambda j, *_: j < t_max, step_back, (tf.constant(0), d_finals, grads),
+                                           maximum_iterations=t_max)
+            result = []
+            rows = lambda x: tf.reshape(x, [-1, x.shape[-1]])  # noqa: E731  (t * B, ...)
+            for d in range(n_dir):
+                d_gh = rows(grads[d]["dgh"].stack())
+                d_kernel = tf.matmul(rows(saved[d]["s"].stack()), d_gh, transpose_a=True)
+                result += [_time_major(grads[d]["dgx"].stack()), d_h0[d], d_kernel, tf.reduce_sum(d_gh, axis=0)]
+            return result
+
+        return results, backward
+
+    return loop(*flat)
+
+
+_GRU_SAVED = ("s", "z", "r", "n", "gh_n")
