@@ -39,7 +39,7 @@ from tensorflow.python.ops import gen_math_ops
 
 from tfattn.attention import large_negative
 
-_SAVED = ("s", "z", "r", "n", "gh_n", "hid", "alpha", "c")  # what the backward pass reads, per step
+_SAVED = ("s", "z", "r", "n", "gh_n", "hid", "alpha", "c")  # what the Bahdanau backward pass reads, per step
 
 
 def bahdanau_gru(gates_x, h0, keys, values, mask, weights):
@@ -68,7 +68,7 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
     @tf.custom_gradient
     def loop(gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias):
         dtype = gates_x.dtype
-        units, att_units = recurrent_kernel.shape[0], v.shape[0]
+        att_units = v.shape[0]
         batch, t_in, t_out = tf.shape(keys)[0], tf.shape(keys)[1], tf.shape(gates_x)[1]
         inputs = tf.TensorArray(dtype, size=t_out).unstack(_time_major(gates_x))  # t_out x (B, 3u)
         saved = {k: tf.TensorArray(dtype, size=t_out, clear_after_read=False) for k in _SAVED}
@@ -83,13 +83,9 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
             alpha = tf.where(mask, exp / tf.reduce_sum(exp, axis=-1, keepdims=True), tf.zeros_like(exp))
             c = tf.reduce_sum(alpha[:, :, None] * values, axis=1)  # (B, dv)
             gx = inputs.read(i) + tf.matmul(c, kernel_rest)  # (B, 3u)
-            gh = tf.matmul(s, recurrent_kernel) + recurrent_bias  # (B, 3u)
-            z, r = tf.split(tf.sigmoid(gx[:, :2 * units] + gh[:, :2 * units]), 2, axis=-1)  # (B, u) each
-            gh_n = gh[:, 2 * units:]
-            n = tf.tanh(gx[:, 2 * units:] + r * gh_n)
-            step = dict(s=s, z=z, r=r, n=n, gh_n=gh_n, hid=hid, alpha=alpha, c=c)
-            saved = {k: saved[k].write(i, step[k]) for k in _SAVED}
-            return i + 1, z * s + (1.0 - z) * n, saved
+            s_new, step = _gru_forward(gx, s, recurrent_kernel, recurrent_bias)
+            step = dict(step, hid=hid, alpha=alpha, c=c)
+            return i + 1, s_new, {k: saved[k].write(i, step[k]) for k in _SAVED}
 
         _, s_last, saved = tf.while_loop(lambda i, *_: i < t_out, forward, (tf.constant(0), h0, saved),
                                          maximum_iterations=t_out)
@@ -106,14 +102,9 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
 
             def step_back(j, ds, d_keys, d_v, grads):
                 i = t_out - 1 - j
-                s, z, r, n, gh_n, hid, alpha = (saved[k].read(i) for k in _SAVED[:-1])
-                ds = ds + upstream["ds"].read(i)  # (B, u)
-                # GRU.
-                dn = gen_math_ops.tanh_grad(n, ds * (1.0 - z))
-                dz = gen_math_ops.sigmoid_grad(z, ds * (s - n))
-                dr = gen_math_ops.sigmoid_grad(r, dn * gh_n)
-                dgx = tf.concat([dz, dr, dn], axis=-1)  # (B, 3u)
-                dgh = tf.concat([dz, dr, dn * r], axis=-1)  # (B, 3u)
+                step = {k: saved[k].read(i) for k in _SAVED[:-1]}
+                dgx, dgh, ds_prev = _gru_backward(ds + upstream["ds"].read(i), step, recurrent_kernel)
+                hid, alpha = step["hid"], step["alpha"]
                 # Attention.
                 dc = upstream["dc"].read(i) + tf.matmul(dgx, kernel_rest, transpose_b=True)  # (B, dv)
                 dalpha = tf.reduce_sum(values * dc[:, None, :], axis=-1)  # (B, T)
@@ -123,10 +114,9 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
                 dhid = gen_math_ops.tanh_grad(hid, de[:, :, None] * v)  # (B, T, a)
                 d_v = d_v + tf.matmul(tf.reshape(de, [1, -1]), tf.reshape(hid, [-1, att_units]))[0]
                 dq = tf.reduce_sum(dhid, axis=1)  # (B, a)
-                # To the previous state.
-                ds = z * ds + tf.matmul(dgh, recurrent_kernel, transpose_b=True) + tf.matmul(dq, w1, transpose_b=True)
+                ds_prev = ds_prev + tf.matmul(dq, w1, transpose_b=True)  # the query's share
                 grads = {k: grads[k].write(i, g) for k, g in (("dgx", dgx), ("dgh", dgh), ("dq", dq), ("dc", dc))}
-                return j + 1, ds, d_keys + dhid, d_v, grads
+                return j + 1, ds_prev, d_keys + dhid, d_v, grads
 
             start = (tf.constant(0), tf.zeros_like(h0), tf.zeros_like(keys), tf.zeros_like(v), grads)
             _, d_h0, d_keys, d_v, grads = tf.while_loop(lambda j, *_: j < t_out, step_back, start,
@@ -188,7 +178,6 @@ def _gru(mask, reverses, *flat):
         n_dir = len(reverses)
         gates_x, h0, kernels, biases = (flat[k::4] for k in range(4))
         dtype = gates_x[0].dtype
-        units = [k.shape[0] for k in kernels]
         t_max = tf.shape(gates_x[0])[1]
         masks = None
         if mask is not None:
@@ -203,18 +192,12 @@ def _gru(mask, reverses, *flat):
         def forward(i, states, saved, outs):
             new_states, new_saved, new_outs = [], [], []
             for d in range(n_dir):
-                t, s, u = position(i, d), states[d], units[d]
-                gx = inputs[d].read(t)  # (B, 3u)
-                gh = tf.matmul(s, kernels[d]) + biases[d]  # (B, 3u)
-                z, r = tf.split(tf.sigmoid(gx[:, :2 * u] + gh[:, :2 * u]), 2, axis=-1)  # (B, u) each
-                gh_n = gh[:, 2 * u:]
-                n = tf.tanh(gx[:, 2 * u:] + r * gh_n)
-                s_new = z * s + (1.0 - z) * n
+                t, s = position(i, d), states[d]
+                s_new, step = _gru_forward(inputs[d].read(t), s, kernels[d], biases[d])
                 out = s_new
                 if masks is not None:
                     real = masks.read(t)  # (B, 1)
                     s_new, out = tf.where(real, s_new, s), tf.where(real, s_new, tf.zeros_like(s_new))
-                step = dict(s=s, z=z, r=r, n=n, gh_n=gh_n)
                 new_saved.append({k: saved[d][k].write(t, step[k]) for k in _GRU_SAVED})
                 new_outs.append(outs[d].write(t, out))
                 new_states.append(s_new)
@@ -236,22 +219,16 @@ def _gru(mask, reverses, *flat):
             def step_back(j, ds_all, grads):
                 new_ds, new_grads = [], []
                 for d in range(n_dir):
-                    t, u = position(t_max - 1 - j, d), units[d]
-                    s, z, r, n, gh_n = (saved[d][k].read(t) for k in _GRU_SAVED)
-                    ds = ds_all[d]
+                    t, ds = position(t_max - 1 - j, d), ds_all[d]
                     ds_new = ds + d_outs[d].read(t)  # the gradient reaching this step's new state
                     if masks is not None:  # a padding step passed the state through, untouched
                         real, zeros = masks.read(t), tf.zeros_like(ds)
                         ds_new, ds_kept = tf.where(real, ds_new, zeros), tf.where(real, zeros, ds)
-                    dn = gen_math_ops.tanh_grad(n, ds_new * (1.0 - z))
-                    dz = gen_math_ops.sigmoid_grad(z, ds_new * (s - n))
-                    dr = gen_math_ops.sigmoid_grad(r, dn * gh_n)
-                    dgh = tf.concat([dz, dr, dn * r], axis=-1)  # (B, 3u)
-                    ds_prev = z * ds_new + tf.matmul(dgh, kernels[d], transpose_b=True)
+                    step = {k: saved[d][k].read(t) for k in _GRU_SAVED}
+                    dgx, dgh, ds_prev = _gru_backward(ds_new, step, kernels[d])
                     if masks is not None:
                         ds_prev = ds_prev + ds_kept
-                    new_grads.append({"dgx": grads[d]["dgx"].write(t, tf.concat([dz, dr, dn], axis=-1)),
-                                      "dgh": grads[d]["dgh"].write(t, dgh)})
+                    new_grads.append({"dgx": grads[d]["dgx"].write(t, dgx), "dgh": grads[d]["dgh"].write(t, dgh)})
                     new_ds.append(ds_prev)
                 return j + 1, new_ds, new_grads
 
@@ -268,6 +245,34 @@ def _gru(mask, reverses, *flat):
         return results, backward
 
     return loop(*flat)
+
+
+def _gru_forward(gx, s, recurrent_kernel, recurrent_bias):
+    """One GRU step from `gx (B, 3u)`, the input's share of the gates, and the state `s (B, u)`.
+
+    Returns the new state and what `_gru_backward` reads (`_GRU_SAVED`).
+    """
+    units = recurrent_kernel.shape[0]
+    gh = tf.matmul(s, recurrent_kernel) + recurrent_bias  # (B, 3u)
+    z, r = tf.split(tf.sigmoid(gx[:, :2 * units] + gh[:, :2 * units]), 2, axis=-1)  # (B, u) each
+    gh_n = gh[:, 2 * units:]
+    n = tf.tanh(gx[:, 2 * units:] + r * gh_n)
+    return z * s + (1.0 - z) * n, dict(s=s, z=z, r=r, n=n, gh_n=gh_n)
+
+
+def _gru_backward(ds, step, recurrent_kernel):
+    """A GRU step's backward pass, given `ds (B, u)`, the gradient reaching its new state.
+
+    Returns `(dgx, dgh, ds_prev)`: the gradients of the input's and the state's shares of the gates
+    `(B, 3u)`, and the state's share of the gradient reaching the previous state `(B, u)`.
+    """
+    s, z, r, n, gh_n = (step[k] for k in _GRU_SAVED)
+    dn = gen_math_ops.tanh_grad(n, ds * (1.0 - z))
+    dz = gen_math_ops.sigmoid_grad(z, ds * (s - n))
+    dr = gen_math_ops.sigmoid_grad(r, dn * gh_n)
+    dgh = tf.concat([dz, dr, dn * r], axis=-1)
+    ds_prev = z * ds + tf.matmul(dgh, recurrent_kernel, transpose_b=True)
+    return tf.concat([dz, dr, dn], axis=-1), dgh, ds_prev
 
 
 _GRU_SAVED = ("s", "z", "r", "n", "gh_n")
