@@ -203,14 +203,14 @@ class Decoder(keras.layers.Layer):
                 new_state["feed"] = out
         return out, attention[:, 0, :], new_state
 
-    def _project(self, out, embedded, training=False):
-        """Step outputs -> logits, all steps at once (`stepper` has its own, for one step).
+    def _project(self, out, embedded, weights, training=False):
+        """Step outputs -> logits, for one step (`stepper`) or all steps at once (`call`).
 
         Bahdanau: the `tanh` layer reads `[s_i; c_i; E y_{i-1}]` first. Luong: `out` is `h~_t` already.
         """
         if self.style == "bahdanau":
-            out = self.hidden_dense(ops.concatenate([out, embedded], axis=-1))  # (..., units)
-        return self.logits_dense(self.dropout_layer(out, training=training))  # (..., vocab)
+            out = _hidden(ops.concatenate([out, embedded], axis=-1), weights)  # (..., units)
+        return _logits(self.dropout_layer(out, training=training), weights)  # (..., vocab)
 
     def step(self, token, state, memory):
         """One inference step.
@@ -242,9 +242,7 @@ class Decoder(keras.layers.Layer):
         def step(token, state, memory):
             embedded = self.embedding(token)  # (batch, emb)
             out, attention, state = self._step(rnn.project_inputs(weights, embedded), state, memory, weights)
-            if self.style == "bahdanau":
-                out = _hidden(ops.concatenate([out, embedded], axis=-1), weights)  # (batch, units)
-            return _logits(out, weights), attention, state
+            return self._project(out, embedded, weights), attention, state
 
         return step
 
@@ -264,7 +262,7 @@ class Decoder(keras.layers.Layer):
             out, attention = self._bahdanau_loop(gates_x, state, memory, weights)
         else:
             out, attention = _scan(lambda x, s: self._step(x, s, memory, weights), gates_x, state, 2)
-        return self._project(out, embedded, training=training), attention
+        return self._project(out, embedded, weights, training=training), attention
 
     def _has_written_out_loop(self):
         """Whether `loops.bahdanau_gru` (backward pass written out) covers this decoder."""
@@ -343,8 +341,8 @@ def _hidden(x, weights):
 
 
 def _logits(x, weights):
-    """The vocabulary projection of `x (rows, units)`: by column blocks up to `FEW_ROWS` rows when
-    `weights` has them (see `Decoder.decoding_weights`), else in one product."""
+    """The vocabulary projection of `x (..., units)`: by column blocks up to `FEW_ROWS` rows of a
+    `(rows, units)` step when `weights` has them (see `Decoder.decoding_weights`), else in one product."""
     whole = lambda: _affine(x, weights["logits_kernel"], weights["logits_bias"])  # noqa: E731
     blocks = weights.get("logits_blocks")
     if not blocks:

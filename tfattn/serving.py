@@ -45,8 +45,8 @@ TEXT = tf.TensorSpec([None], tf.string, name="text")
 BEAM_WIDTH = tf.TensorSpec([], tf.int32, name="beam_width")
 LENGTH_PENALTY = tf.TensorSpec([], tf.float32, name="length_penalty")
 OUTPUTS = ("text", "tokens", "input_tokens", "attention", "length")
-MATMUL_DTYPES = (None, "float32", "bfloat16")
 BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score")
+MATMUL_DTYPES = (None, "float32", "bfloat16")
 
 
 class Translator(tf.Module):
@@ -62,8 +62,8 @@ class Translator(tf.Module):
             matrix products (see `Decoder.decoding_weights`). On CPUs with AMX or AVX512-BF16,
             bfloat16 makes beam search faster (on spa-eng at batch 64, beam 4 1.15-1.25x; greedy
             from 0.95x to 1.15x over runs), not one sentence at a time, and changes 2-3% of the
-            translations (BLEU unchanged there; the README has the figures). Elsewhere it is slower. Defaults to
-            `None`: float32 throughout.
+            translations (BLEU unchanged there; the README has the figures). Elsewhere it is
+            slower. Defaults to `None`: float32 throughout.
         stored_weights: bool. Keep a copy of what the decoder's step reads that the model's own
             variables do not hold: the vocabulary projection in four column blocks (faster for one
             sentence, see `Decoder.decoding_weights`) and, with bfloat16, the kernels in bfloat16.
