@@ -81,7 +81,7 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
             e = tf.where(mask, e, negative)
             exp = tf.exp(e - tf.reduce_max(e, axis=-1, keepdims=True))
             alpha = tf.where(mask, exp / tf.reduce_sum(exp, axis=-1, keepdims=True), tf.zeros_like(exp))
-            c = tf.reduce_sum(alpha[:, :, None] * values, axis=1)  # (B, dv)
+            c = tf.matmul(alpha[:, None, :], values)[:, 0, :]  # (B, dv), one batched matrix-vector product
             gx = inputs.read(i) + tf.matmul(c, kernel_rest)  # (B, 3u)
             s_new, step = _gru_forward(gx, s, recurrent_kernel, recurrent_bias)
             step = dict(step, hid=hid, alpha=alpha, c=c)
@@ -107,7 +107,7 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
                 hid, alpha = step["hid"], step["alpha"]
                 # Attention.
                 dc = upstream["dc"].read(i) + tf.matmul(dgx, kernel_rest, transpose_b=True)  # (B, dv)
-                dalpha = tf.reduce_sum(values * dc[:, None, :], axis=-1)  # (B, T)
+                dalpha = tf.matmul(values, dc[:, :, None])[:, :, 0]  # (B, T)
                 if "dalpha" in upstream:
                     dalpha = dalpha + upstream["dalpha"].read(i)
                 de = alpha * (dalpha - tf.reduce_sum(alpha * dalpha, axis=-1, keepdims=True))  # (B, T)
