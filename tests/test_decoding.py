@@ -114,9 +114,11 @@ class CountdownModel:
 
     def __init__(self):
         self.rows_seen = []
+        self.rows_encoded = []
         self.decoder = self
 
     def encode(self, source):
+        self.rows_encoded.append(int(tf.shape(source)[0]))
         return {"tag": source[:, 1], "end_step": source[:, 2] - 1}, {"t": tf.zeros_like(source[:, 0])}
 
     def step(self, token, state, memory):
@@ -142,3 +144,53 @@ def test_finished_sentences_leave_the_batch_and_outputs_keep_their_places():
         assert ids[b].tolist() == [4 + b] * (n - 1) + [END_ID] + [0] * (6 - n)
         np.testing.assert_array_equal(attention[b, :n], np.eye(4)[np.arange(n) % 4])
         assert (attention[b, n:] == 0).all()
+
+
+def countdown_source(lengths):
+    return tf.constant([[START_ID, 4 + b % 12, n, END_ID] for b, n in enumerate(lengths)])
+
+
+@pytest.mark.parametrize("batch, slices, encoded", [(40, 2, [20, 20]), (31, 2, [31]), (50, 3, [16, 17, 17]),
+                                                     (47, 3, [47]), (40, 1, [40])])
+def test_large_batches_decode_in_row_slices_with_outputs_in_their_places(batch, slices, encoded):
+    # Sentence b ends after 1 + b % 7 tokens: the slices' loops run different numbers of steps.
+    lengths = [1 + b % 7 for b in range(batch)]
+    model = CountdownModel()
+    out = greedy(model, countdown_source(lengths), DecodeConfig(max_length=20, ratio=4.0, extra=10, slices=slices))
+    assert model.rows_encoded == encoded  # `slices` slices when each gets 16 rows or more, else one
+    ids, attention = out["ids"].numpy(), out["attention"].numpy()
+    assert ids.shape == (batch, 7) and attention.shape == (batch, 7, 4)
+    assert out["length"].numpy().tolist() == lengths
+    for b, n in enumerate(lengths):
+        assert ids[b].tolist() == [4 + b % 12] * (n - 1) + [END_ID] + [0] * (7 - n)
+        np.testing.assert_array_equal(attention[b, :n], np.eye(4)[np.arange(n) % 4])
+        assert (attention[b, n:] == 0).all()
+
+
+def test_beam_search_in_row_slices_equals_one_loop(bahdanau_translator, dates_data):
+    from tfattn.decoding import beam_search
+
+    texts = [s for s, _ in dates_data[1][:40]]
+    source = source_ids(bahdanau_translator, texts)
+    outs = [beam_search(bahdanau_translator.model, source, beam_width=3, config=DecodeConfig(max_length=14, slices=k))
+            for k in (1, 2)]
+    assert outs[0]["ids"].shape[:2] == (40, 3)
+    for key in ("ids", "length"):
+        np.testing.assert_array_equal(outs[1][key], outs[0][key], err_msg=key)
+    for key in ("scores", "attention"):
+        np.testing.assert_allclose(outs[1][key], outs[0][key], atol=1e-5, err_msg=key)
+
+
+def test_greedy_in_row_slices_equals_one_loop(dates_translator, dates_data):
+    texts = [s for s, _ in dates_data[1][:50]]
+    source = source_ids(dates_translator, texts)
+    outs = [make_greedy_fn(dates_translator.model, DecodeConfig(max_length=14, slices=k))(source) for k in (1, 3)]
+    for key in ("ids", "length"):
+        np.testing.assert_array_equal(outs[1][key], outs[0][key], err_msg=key)
+    np.testing.assert_allclose(outs[1]["attention"], outs[0]["attention"], atol=1e-5)
+
+
+@pytest.mark.parametrize("slices", [0, -1, 1.5, True, "2"])
+def test_decode_config_refuses_bad_slices(slices):
+    with pytest.raises(ValueError, match=f"slices must be an int >= 1. Received: slices={slices!r}"):
+        DecodeConfig(slices=slices)
