@@ -5,6 +5,12 @@ latency p50/p99, cold start (load + first call, in a fresh process), the export'
 BLEU of beam 4 and greedy, and padding invariance: how many TEST sentences translate differently
 alone and inside a batch of the longest TEST sentences. Prints one JSON object.
 
+TensorFlow's threads: the figures at the top level are with its defaults (each op may use every
+core). Under the key "one_thread_per_op", the speed figures again, measured in a fresh process set
+up as a server on a small CPU would be (`--threads 2,1`: two ops at a time, one thread each; TF
+Serving's `--tensorflow_inter_op_parallelism=2 --tensorflow_intra_op_parallelism=1`), with the
+share of TEST sentences it translates as the default process does.
+
 With `--bfloat16` and a run directory, the run is also exported with its decoder's matrix products
 in bfloat16 (`tfattn export --matmul-dtype bfloat16`, into a temporary directory) and measured the
 same way, under the key "bfloat16", with the share of TEST sentences it translates as float32 does.
@@ -35,7 +41,7 @@ from tfattn.cli import find_export  # noqa: E402
 from tfattn.runs import export_run  # noqa: E402
 from tfattn.serving import load  # noqa: E402
 
-BEAM = {"beam_width": tf.constant(4), "length_penalty": tf.constant(0.6)}
+BEAM = {"beam_width": 4, "length_penalty": 0.6}  # made tensors when used: thread settings come first
 COLD_START = """
 import sys, time
 t0 = time.perf_counter()
@@ -48,6 +54,7 @@ print(time.perf_counter() - t1, t1 - t0)
 
 
 def translate_all(fn, texts, batch, **inputs):
+    inputs = {k: tf.constant(v) for k, v in inputs.items()}
     out = []
     for i in range(0, len(texts), batch):
         out.extend(fn(text=tf.constant(texts[i : i + batch]), **inputs)["text"].numpy())
@@ -73,6 +80,7 @@ def latency(fn, texts, n=300):
 
 def padding_differences(fn, texts, **inputs):
     """Sentences whose translation alone differs from the one inside a batch of long sentences."""
+    inputs = {k: tf.constant(v) for k, v in inputs.items()}
     longest = sorted(texts, key=len)[-3:]
     differ = 0
     for text in texts:
@@ -93,21 +101,44 @@ def size_mb(path):
     return round(total / 1e6, 1)
 
 
-def measure(path, sources, refs):
-    """Every figure of one export; also returns its greedy translations."""
+def measure(path, sources, refs, speed_only=False):
+    """Every figure of one export (only the speed figures if `speed_only`); also returns its greedy
+    translations."""
     signatures = load(path).signatures
     greedy, beam = signatures["translate"], signatures["translate_beam"]
     greedy_rate, greedy_hyps = throughput(greedy, sources)
     beam_rate, beam_hyps = throughput(beam, sources, **BEAM)
+    result = {"export": path, "greedy_sentences_per_s": round(greedy_rate, 1),
+              "beam4_sentences_per_s": round(beam_rate, 1), "greedy_latency": latency(greedy, sources),
+              "cold_start": cold_start(path)}
+    if speed_only:
+        return result, greedy_hyps
     bleu = lambda hyps: round(sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score, 2)  # noqa: E731
-    result = {
-        "export": path, "greedy_sentences_per_s": round(greedy_rate, 1), "beam4_sentences_per_s": round(beam_rate, 1),
-        "greedy_latency": latency(greedy, sources), "cold_start": cold_start(path), "export_mb": size_mb(path),
-        "bleu_greedy": bleu(greedy_hyps), "bleu_beam4": bleu(beam_hyps),
+    result.update({
+        "export_mb": size_mb(path), "bleu_greedy": bleu(greedy_hyps), "bleu_beam4": bleu(beam_hyps),
         "padding_differences_greedy": padding_differences(greedy, sources),
         "padding_differences_beam4": padding_differences(beam, sources, **BEAM),
-    }
+    })
     return result, greedy_hyps
+
+
+def one_thread_per_op(path, hyps):
+    """The speed figures in a fresh process with `--threads 2,1`, and how many translations match."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "hyps.json")
+        run = subprocess.run([sys.executable, __file__, "--model", path, "--threads", "2,1", "--speed-only", out],
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, "TF_NUM_INTEROP_THREADS": "2", "TF_NUM_INTRAOP_THREADS": "1"})
+        with open(out, encoding="utf-8") as f:
+            other = json.load(f)
+    result = json.loads(run.stdout)
+    result["greedy_same_as_default"] = round(float(np.mean([a == b for a, b in zip(hyps, other)])), 4)
+    return result
+
+
+def threads(value):
+    inter, intra = (int(n) for n in value.split(","))
+    return inter, intra
 
 
 def main():
@@ -116,14 +147,32 @@ def main():
     parser.add_argument("--bfloat16", action="store_true",
                         help="also export the run (--model must be a run directory) with bfloat16 matrix "
                              "products and measure that export")
+    parser.add_argument("--threads", type=threads, metavar="INTER,INTRA",
+                        help="TensorFlow's inter-op and intra-op thread counts for this process (default: "
+                             "TensorFlow's); given, only this setting is measured")
+    parser.add_argument("--speed-only", metavar="HYPS_JSON",
+                        help="measure speed only, and write the greedy translations to this file")
     args = parser.parse_args()
+    if args.threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads[0])
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads[1])
     if args.bfloat16 and not os.path.isfile(os.path.join(args.model, "config.json")):
         parser.error(f"--bfloat16 needs a run directory (with config.json). Received: --model {args.model}")
     path = find_export(args.model)
     test = spa.splits()["test"]
     sources, refs = [s for s, _ in test], [t for _, t in test]
-    result, hyps = measure(path, sources, refs)
-    result = {"benchmark": "decode", "matmul_gflops": round(matmul_gflops(), 1), "n_test": len(test), **result}
+    result, hyps = measure(path, sources, refs, speed_only=bool(args.speed_only))
+    threads_used = {"inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+                    "intra_op": tf.config.threading.get_intra_op_parallelism_threads()}  # 0: TensorFlow's default
+    if args.speed_only:
+        with open(args.speed_only, "w", encoding="utf-8") as f:
+            json.dump(hyps, f)
+        print(json.dumps({"threads": threads_used, **result}))
+        return
+    result = {"benchmark": "decode", "matmul_gflops": round(matmul_gflops(), 1), "n_test": len(test),
+              "threads": threads_used, **result}
+    if not args.threads:
+        result["one_thread_per_op"] = one_thread_per_op(path, hyps)
     if args.bfloat16:
         with tempfile.TemporaryDirectory() as tmp:
             bf16, bf16_hyps = measure(export_run(args.model, os.path.join(tmp, "export"), matmul_dtype="bfloat16"),

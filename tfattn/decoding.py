@@ -141,9 +141,10 @@ def _in_slices(decode, source, config, outputs):
 
     A decoding loop is a chain of small ops, each waiting for the one before; loops over two halves
     of a batch are two chains, which TensorFlow's executor runs at the same time, one per core of a
-    2-core CPU. On spa-eng at batch 64 through the export, greedy is 1.05x as fast in two slices with
-    TensorFlow's default threads, and 1.3x with one thread per op (`intra_op_parallelism_threads=1`,
-    inter-op 2; see the README's serving section); beam 4 1.15x and 1.4x in memory.
+    2-core CPU. On spa-eng at batch 64, two slices against one: greedy through the export 1.04x as
+    fast with TensorFlow's default threads and 1.3x with one thread per op
+    (`intra_op_parallelism_threads=1`, inter-op 2; see the README's serving section); beam 4, in
+    memory, 1.15x and 1.5x.
 
     A batch of `slices * MIN_SLICE_ROWS` sentences or more is cut into `slices` slices of rows
     `batch * i // slices` to `batch * (i + 1) // slices`; a smaller one is decoded whole, by the
