@@ -17,6 +17,9 @@ Finished sentences leave the batch: once a quarter of the sentences still decode
 loop gathers the others' state and memory into a smaller batch and scatters each step's outputs
 back to the sentences' places. Outputs are those of stepping every sentence to the end; the time is
 that of the unfinished ones (on spa-eng at batch 64: greedy +20%, beam 4 +50%).
+
+A batch of 32 sentences or more is decoded as two row slices, two loops that run at the same time
+on a 2-core CPU (`DecodeConfig.slices`), with the same outputs.
 """
 
 import dataclasses
@@ -176,8 +179,8 @@ def _concat_padded(tensors, axis):
     """Concatenates along axis 0 after zero-padding `axis` (if any) to the largest size."""
     if axis is not None:
         size = tf.reduce_max([tf.shape(x)[axis] for x in tensors])
-        pad = lambda x: [[0, 0]] * axis + [[0, size - tf.shape(x)[axis]]] + [[0, 0]] * (x.shape.rank - axis - 1)  # noqa: E731
-        tensors = [tf.pad(x, pad(x)) for x in tensors]
+        after = lambda x: [[0, 0]] * (x.shape.rank - axis - 1)  # noqa: E731
+        tensors = [tf.pad(x, [[0, 0]] * axis + [[0, size - tf.shape(x)[axis]]] + after(x)) for x in tensors]
     return tf.concat(tensors, axis=0)
 
 
