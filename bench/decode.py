@@ -128,6 +128,7 @@ def one_thread_per_op(path, hyps):
         out = os.path.join(tmp, "hyps.json")
         run = subprocess.run([sys.executable, __file__, "--model", path, "--threads", "2,1", "--speed-only", out],
                              capture_output=True, text=True, check=True,
+                             # (the environment too, for its own cold-start process)
                              env={**os.environ, "TF_NUM_INTEROP_THREADS": "2", "TF_NUM_INTRAOP_THREADS": "1"})
         with open(out, encoding="utf-8") as f:
             other = json.load(f)

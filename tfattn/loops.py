@@ -123,16 +123,22 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
                                                         maximum_iterations=t_out)
             d_gx, d_gh, d_q, d_c = (grads[k].stack() for k in ("dgx", "dgh", "dq", "dc"))  # time-major
             d_values = tf.einsum("tbj,tbd->bjd", alphas, d_c)  # (B, T, dv)
-            rows = lambda x: tf.reshape(x, [-1, x.shape[-1]])  # noqa: E731  (t_out * B, ...)
-            d_w1 = tf.matmul(rows(s_prev), rows(d_q), transpose_a=True)
-            d_recurrent = tf.matmul(rows(s_prev), rows(d_gh), transpose_a=True)
-            d_kernel_rest = tf.matmul(rows(contexts), rows(d_gx), transpose_a=True)
-            d_bias = tf.reduce_sum(rows(d_gh), axis=0)
+            d_w1 = _kernel_gradient(s_prev, d_q)
+            d_recurrent = _kernel_gradient(s_prev, d_gh)
+            d_kernel_rest = _kernel_gradient(contexts, d_gx)
+            d_bias = tf.reduce_sum(d_gh, axis=[0, 1])
             return (_time_major(d_gx), d_h0, d_keys, d_values, d_w1, d_v, d_kernel_rest, d_recurrent, d_bias)
 
         return outputs, backward
 
     return loop(gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias)
+
+
+def _kernel_gradient(inputs, d_outputs):
+    """A kernel's gradient over all steps, `sum_t x_t^T dy_t`, as one matmul: `inputs (t, B, n)`,
+    `d_outputs (t, B, m)` -> `(n, m)`."""
+    rows = lambda x: tf.reshape(x, [-1, x.shape[-1]])  # noqa: E731  (t * B, ...)
+    return tf.matmul(rows(inputs), rows(d_outputs), transpose_a=True)
 
 
 def _time_major(x):
@@ -235,11 +241,10 @@ def _gru(mask, reverses, *flat):
             _, d_h0, grads = tf.while_loop(lambda j, *_: j < t_max, step_back, (tf.constant(0), d_finals, grads),
                                            maximum_iterations=t_max)
             result = []
-            rows = lambda x: tf.reshape(x, [-1, x.shape[-1]])  # noqa: E731  (t * B, ...)
             for d in range(n_dir):
-                d_gh = rows(grads[d]["dgh"].stack())
-                d_kernel = tf.matmul(rows(saved[d]["s"].stack()), d_gh, transpose_a=True)
-                result += [_time_major(grads[d]["dgx"].stack()), d_h0[d], d_kernel, tf.reduce_sum(d_gh, axis=0)]
+                d_gh = grads[d]["dgh"].stack()  # (t, B, 3u)
+                d_kernel = _kernel_gradient(saved[d]["s"].stack(), d_gh)
+                result += [_time_major(grads[d]["dgx"].stack()), d_h0[d], d_kernel, tf.reduce_sum(d_gh, axis=[0, 1])]
             return result
 
         return results, backward
