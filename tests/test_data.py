@@ -123,27 +123,67 @@ def test_pairs_longer_than_max_length_are_dropped_not_truncated(shuffle):
 
 
 def test_bucketing_lowers_padding_fraction():
-    # Targets of 1 word (3 ids) and 5 words (7 ids). Without bucketing, one batch of 4 with
-    # t_out = 7: target[:, 1:] has 4 x 6 = 24 positions, and each short row pads 4 of its 6.
+    # Targets of 1 word (3 ids) and 5 words (7 ids). Without bucketing, batches of 2 as they come
+    # (shuffle_buffer=0 keeps the order): each holds a short and a long target, t_out = 7, and
+    # target[:, 1:] has 2 x 6 positions, 4 of them padding. Bucketed, the short ones go together.
     pairs = [("a", "x"), ("b", "x y y y y"), ("b", "y"), ("a", "y x x x x")]
     source_tok, target_tok = tokenizers(pairs)
-    unbucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=4, bucket=False))
-    bucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=4, bucket=True))
+    unbucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=2, bucket=False, shuffle_buffer=0))
+    bucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=2, bucket=True))
     assert padding_fraction(unbucketed) == 8 / 24
     assert padding_fraction(bucketed) == 0.0
     assert sorted(t.shape for _, t in batches(bucketed)) == [(2, 3), (2, 7)]
 
 
 def test_bucketing_groups_by_source_length_too():
-    # Equal targets (3 ids); sources of 1 word (3 ids) and 5 words (7 ids). Unbucketed, the batch
-    # of 4 has 4 x 7 = 28 source positions, 2 x 4 of them padding; bucketed, none.
+    # Equal targets (3 ids); sources of 1 word (3 ids) and 5 words (7 ids). Unbucketed, in the
+    # given order, each batch of 2 has 2 x 7 = 14 source positions, 4 of them padding; bucketed, none.
     pairs = [("a", "x"), ("b b b b b", "y"), ("b", "y"), ("a a a a a", "x")]
     source_tok, target_tok = tokenizers(pairs)
-    unbucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=4, bucket=False))
-    bucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=4, bucket=True))
+    unbucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=2, bucket=False, shuffle_buffer=0))
+    bucketed = make_dataset(pairs, source_tok, target_tok, DataConfig(batch_size=2, bucket=True))
     assert padding_fraction(unbucketed, side="source") == 8 / 28
     assert padding_fraction(bucketed, side="source") == 0.0
     assert sorted(s.shape for s, _ in batches(bucketed)) == [(2, 3), (2, 7)]
+
+
+def test_bucketing_sorts_pools_by_target_then_source_length():
+    # 12 pairs in pools of 2 batches of 3 (shuffle_buffer=0: pools in the given order). Each pool is
+    # sorted by target length, then source length, and cut into full batches; the batches are then
+    # shuffled, so compare them as a set. Target word counts are i % 3 + 1, source word counts
+    # (i * 5) % 4 + 1; a pair's text is its number, so rows can be told apart.
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven"]
+    pairs = [(" ".join([words[i]] * ((i * 5) % 4 + 1)), " ".join([words[i]] * (i % 3 + 1))) for i in range(12)]
+    source_tok, target_tok = tokenizers(pairs)
+    config = DataConfig(batch_size=3, pool_batches=2, shuffle_buffer=0)
+    got = batches(make_dataset(pairs, source_tok, target_tok, config))
+    numbers = {w: i for i, w in enumerate(words)}
+    got = sorted(tuple(numbers[text.split()[0]] for text in texts(target_tok, t)) for _, t in got)
+    # Pool 0-5: (t, s) = 0 (1,1) 1 (2,2) 2 (3,3) 3 (1,4) 4 (2,1) 5 (3,2) -> 0 3 | 4 1 | 5 2, in threes:
+    # [0, 3, 4], [1, 5, 2]. Pool 6-11: 6 (1,3) 7 (2,4) 8 (3,1) 9 (1,2) 10 (2,3) 11 (3,4)
+    # -> 9 6 | 10 7 | 8 11: [9, 6, 10], [7, 8, 11].
+    assert got == sorted([(0, 3, 4), (1, 5, 2), (9, 6, 10), (7, 8, 11)])
+
+
+def test_bucketing_leaves_only_the_last_batch_short():
+    pairs = [(" ".join(["a"] * (i % 5 + 1)), " ".join(["x"] * (i % 7 + 1))) for i in range(50)]
+    source_tok, target_tok = tokenizers(pairs)
+    for pool_batches in (1, 2, 3):
+        config = DataConfig(batch_size=4, pool_batches=pool_batches)
+        sizes = [s.shape[0] for s, _ in batches(make_dataset(pairs, source_tok, target_tok, config))]
+        assert sum(sizes) == 50 and sorted(sizes) == [2] + [4] * 12  # 50 = 12 x 4 + 2
+
+
+def test_bucketed_epochs_are_fixed_by_the_seed():
+    pairs = [(" ".join(["a"] * (i % 5 + 1)), " ".join([("x", "y")[i % 2]] * (i % 7 + 1))) for i in range(60)]
+    source_tok, target_tok = tokenizers(pairs)
+
+    def epoch(seed):
+        config = DataConfig(batch_size=4, pool_batches=3, shuffle_buffer=16, seed=seed)
+        return [(s.tolist(), t.tolist()) for s, t in batches(make_dataset(pairs, source_tok, target_tok, config))]
+
+    assert epoch(1) == epoch(1)
+    assert epoch(1) != epoch(2)
 
 
 def test_padding_fraction_side_must_be_source_or_target():
@@ -196,12 +236,13 @@ def test_data_config_rejects_bad_batch_size(batch_size):
 
 def test_data_config_defaults():
     config = DataConfig()
-    assert (config.batch_size, config.bucket, config.bucket_width, config.shuffle_buffer,
-            config.seed) == (64, True, 2, 20000, 0)
+    assert (config.batch_size, config.bucket, config.pool_batches, config.shuffle_buffer,
+            config.seed) == (64, True, 200, 20000, 0)
 
 
-@pytest.mark.parametrize("kwargs", [{"bucket_width": 0}, {"bucket_width": -1}, {"shuffle_buffer": -1}])
-def test_data_config_rejects_bad_bucket_width_and_shuffle_buffer(kwargs):
+@pytest.mark.parametrize("kwargs", [{"pool_batches": 0}, {"pool_batches": -1}, {"pool_batches": True},
+                                    {"shuffle_buffer": -1}])
+def test_data_config_rejects_bad_pool_batches_and_shuffle_buffer(kwargs):
     (name, value), = kwargs.items()
     with pytest.raises(ValueError, match=re.escape(f"{name}={value!r}")):
         DataConfig(**kwargs)

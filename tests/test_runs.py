@@ -36,6 +36,17 @@ def test_run_config_round_trips_through_json():
     assert again == config
 
 
+def test_run_config_of_an_earlier_version_loads_without_its_retired_fields():
+    old = RunConfig().to_dict()
+    old["data"] = {**old["data"], "bucket_width": 2}  # written before sorted pools replaced length bins
+    del old["data"]["pool_batches"]
+    config = RunConfig.from_dict(old)
+    assert config.data == RunConfig().data
+    old["data"]["bucket_witdh"] = 2  # a field that never existed is still an error
+    with pytest.raises(TypeError, match="bucket_witdh"):
+        RunConfig.from_dict(old)
+
+
 def write_anki(path, n, seed=0):
     """An Anki-format file: English (here the ISO date) <TAB> other language (the written date)."""
     pairs = dates.generate(n, seed=seed)

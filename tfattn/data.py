@@ -4,14 +4,17 @@
       -> tokenize in graph (tfattn.text.Tokenizer)      id rows with [START] ... [END]
       -> drop pairs longer than the tokenizers' max_length (instead of truncating training targets)
       -> cache: later epochs do not tokenize again      (tokenize_pairs)
-      -> shuffle, bucket by source and target length, pad   (batch, t_in), (batch, t_out) int32
+      -> shuffle, then bucket: sort pools of rows by length, cut them into batches, shuffle those
       -> prefetch                                       (batch_rows)
 
 Bucketing keeps sentence pairs of similar lengths together, so that few of the tokens a batch
-computes on are padding; `padding_fraction` measures that share on the target side. The buckets
-are two-dimensional: on spa-eng (batch 64) bucketing by target length alone padded the sources by
-31%, and the encoder and the attention spent that share on padding; by both lengths, both sides
-are padded about 5%.
+computes on are padding; `padding_fraction` measures that share on the target side. It sorts
+pools of `pool_batches * batch_size` shuffled rows by target length, then source length, and cuts
+each pool into full batches. On spa-eng at batch 64 (pools of 200 batches), targets carry 0.5%
+padding and sources 4.9%, in 1,785 batches an epoch. Binning pairs by both lengths (2-token bins)
+gave 5.3% and 5.1% in 1,881 batches, 130 of them short, since every bin ends an epoch with a
+partial batch; a short batch costs most of a full step on a CPU, whose time goes to serial chains
+of small ops.
 """
 
 import dataclasses
@@ -26,22 +29,24 @@ class DataConfig:
 
     Attributes:
         batch_size: sentences per batch.
-        bucket: group pairs whose source lengths and target lengths both fall in the same
-            `bucket_width`-wide bins. Bucketing reorders sentences, so it applies to shuffled
-            (training) datasets only.
-        bucket_width: width in tokens of the length bins, on either side.
+        bucket: batch pairs of similar lengths together: pools of `pool_batches * batch_size`
+            shuffled pairs are sorted by target length, then source length, and cut into batches,
+            which are shuffled (a pool's worth at a time). Bucketing reorders sentences, so it
+            applies to shuffled (training) datasets only. Only an epoch's last batch may be short.
+        pool_batches: batches per sorted pool. Larger pools pad less (spa-eng, batch 64: target
+            padding 2%, 1% and 0.5% with pools of 50, 100 and 200 batches).
         shuffle_buffer: size of the shuffle buffer (0: no shuffling).
         seed: shuffle seed.
     """
 
     batch_size: int = 64
     bucket: bool = True
-    bucket_width: int = 2
+    pool_batches: int = 200
     shuffle_buffer: int = 20000
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("batch_size", "bucket_width"):
+        for name in ("batch_size", "pool_batches"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
@@ -111,14 +116,24 @@ def _tokenizer_fn(source_tokenizer, target_tokenizer):
     return lambda source, target: (ids(source_tokenizer, source), ids(target_tokenizer, target))
 
 
-def _bucket(ds, config):
-    """Batches of rows from the same (source length, target length) bin; a bin's last batch may be short."""
-    width = config.bucket_width
+def _bucket(rows, config):
+    """Shuffled rows -> batches of similar lengths: sorted pools cut into batches, then shuffled."""
+    size, pool = config.batch_size, config.pool_batches
 
-    def key(source, target):  # bins of `width` tokens on each side, as one int64
-        return tf.cast(tf.shape(source)[0] // width * 4096 + tf.shape(target)[0] // width, tf.int64)
+    def batches_of(source, target):  # one pool, padded: (n, s_max), (n, t_max)
+        s_len = tf.math.count_nonzero(source, axis=1, dtype=tf.int32)  # (n,); padding is the only id 0
+        t_len = tf.math.count_nonzero(target, axis=1, dtype=tf.int32)  # (n,)
+        order = tf.argsort(t_len * (tf.shape(source)[1] + 1) + s_len, stable=True)  # by t_len, then s_len
+        pool_rows = tuple(tf.gather(x, order) for x in (source, target, s_len, t_len))
+        return tf.data.Dataset.from_tensor_slices(pool_rows).batch(size).map(_trim)
 
-    return ds.group_by_window(key, lambda _, rows: _pad(rows, config.batch_size), window_size=config.batch_size)
+    pools = rows.padded_batch(size * pool, padded_shapes=([None], [None]))
+    return pools.flat_map(batches_of).shuffle(pool, seed=config.seed)
+
+
+def _trim(source, target, s_len, t_len):
+    """A batch cut from a padded pool, without the columns that are padding in every row."""
+    return source[:, : tf.reduce_max(s_len)], target[:, : tf.reduce_max(t_len)]
 
 
 def padding_fraction(dataset, max_batches=None, side="target"):

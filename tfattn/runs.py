@@ -89,9 +89,20 @@ class RunConfig:
     def from_dict(cls, d):
         kinds = {f.name: f.default_factory for f in dataclasses.fields(cls)
                  if dataclasses.is_dataclass(f.default_factory)}
+        d = {name: _without_retired(name, value) for name, value in d.items()}
         fields = {name: kinds[name](**value) if name in kinds else value for name, value in d.items()}
         fields["corpus"].splits = tuple(fields["corpus"].splits)
         return cls(**fields)
+
+
+# Fields that earlier versions wrote into config.json and that no longer exist, so that their runs
+# still resume and their exports still load: {section: {field, ...}}.
+_RETIRED = {"data": {"bucket_width"}}  # length bins, replaced by sorted pools (`pool_batches`)
+
+
+def _without_retired(section, value):
+    retired = _RETIRED.get(section, ())
+    return {k: v for k, v in value.items() if k not in retired} if isinstance(value, dict) else value
 
 
 def parse_duration(text):
