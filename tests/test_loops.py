@@ -282,3 +282,64 @@ def test_a_model_trains_with_the_gradients_autodiff_gives(config):
     for variable, g, ref in zip(model.trainable_variables, grads, ref_grads):
         np.testing.assert_allclose(tf.convert_to_tensor(g), tf.convert_to_tensor(ref), rtol=1e-5, atol=1e-6,
                                    err_msg=variable.path)
+
+
+@pytest.mark.parametrize("hidden", [True, False])
+@pytest.mark.parametrize("masked", [True, False])
+def test_output_layers_values_and_gradients_equal_autodiff(hidden, masked):
+    """`loops.output_layers` against the plain layers, differentiated by TensorFlow, with a dropout
+    mask of zeros and 2s (rate 0.5) or the scalar 1 (no dropout)."""
+    rng = np.random.default_rng(7)
+    n = 9 if hidden else UNITS  # the tanh layer's input; without it, x is already `units` wide
+    x = tf.constant(rng.normal(size=(BATCH, T_OUT, n)), tf.float32)
+    mask = rng.integers(0, 2, size=(BATCH, T_OUT, UNITS))
+    mask[0, 0] = 0  # one step with every feature dropped
+    keep = tf.constant(2.0 * mask, tf.float32) if masked else tf.constant(1.0)
+    weights = {"logits_kernel": rng.normal(size=(UNITS, VOCAB)), "logits_bias": rng.normal(size=VOCAB),
+               "hidden_kernel": rng.normal(size=(n, UNITS)), "hidden_bias": rng.normal(size=UNITS)}
+    weights = {k: tf.constant(v, tf.float32) for k, v in weights.items()}
+    upstream = tf.constant(rng.normal(size=(BATCH, T_OUT, VOCAB)), tf.float32)
+
+    def plain(x, w):
+        out = tf.tanh(tf.einsum("btn,nu->btu", x, w["hidden_kernel"]) + w["hidden_bias"]) if hidden else x
+        return tf.einsum("btu,uv->btv", out * keep, w["logits_kernel"]) + w["logits_bias"]
+
+    results = []
+    for fn in (lambda x, w: loops.output_layers(x, keep, w, hidden), plain):
+        with tf.GradientTape() as tape:
+            tape.watch([x, weights])
+            logits = fn(x, weights)
+            objective = tf.reduce_sum(logits * upstream)
+        results.append((logits, tape.gradient(objective, [x, weights])))
+    (logits, (dx, dw)), (ref_logits, (ref_dx, ref_dw)) = results
+    assert logits.shape == (BATCH, T_OUT, VOCAB)
+    np.testing.assert_allclose(logits, ref_logits, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dx, ref_dx, rtol=1e-5, atol=1e-5)
+    for k in ("logits_kernel", "logits_bias") + (("hidden_kernel", "hidden_bias") if hidden else ()):
+        np.testing.assert_allclose(dw[k], ref_dw[k], rtol=1e-5, atol=1e-5, err_msg=k)
+    if masked:  # nothing of step (0, 0) reaches the logits, so no gradient reaches its input
+        assert np.all(np.asarray(dx)[0, 0] == 0) and np.any(np.asarray(dx)[0, 1] != 0)
+
+
+@pytest.mark.parametrize("style", ["bahdanau", "luong"])
+def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, monkeypatch):
+    calls = []
+    real = loops.output_layers
+    monkeypatch.setattr(loops, "output_layers", lambda x, keep, w, hidden: calls.append((keep, hidden)) or real(x, keep, w, hidden))
+    rng = np.random.default_rng(3)
+    target_in = rng.integers(1, VOCAB, size=(BATCH, T_OUT))
+    encoder_outputs = tf.constant(rng.normal(size=(BATCH, T_IN, UNITS)), tf.float32)
+    state = {"h": tf.zeros([BATCH, UNITS])}
+    for dropout in (0.5, 0.0):
+        decoder = Decoder(VOCAB, 4, UNITS, style=style, dropout=dropout)
+        decoder(target_in, encoder_outputs, state, MASK)  # inference: the plain layers
+        assert calls == []
+        decoder(target_in, encoder_outputs, state, MASK, training=True)
+        (keep, hidden), = calls
+        calls.clear()
+        assert hidden == (style == "bahdanau")
+        if dropout:  # each feature kept and scaled by 1 / (1 - 0.5), or dropped
+            keep = np.asarray(keep)
+            assert keep.shape == (BATCH, T_OUT, UNITS) and set(np.unique(keep)) == {0.0, 2.0}
+        else:
+            assert keep.shape == () and float(keep) == 1.0

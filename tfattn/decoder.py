@@ -208,8 +208,17 @@ class Decoder(keras.layers.Layer):
 
         Bahdanau: the `tanh` layer reads `[s_i; c_i; E y_{i-1}]` first. Luong: `out` is `h~_t` already.
         """
-        if self.style == "bahdanau":
-            out = _hidden(ops.concatenate([out, embedded], axis=-1), weights)  # (..., units)
+        hidden = self.style == "bahdanau"
+        if hidden:
+            out = ops.concatenate([out, embedded], axis=-1)  # (..., hidden input)
+        if training and out.dtype == weights["logits_kernel"].dtype:  # all steps at once, backward ordered
+            keep = tf.constant(1.0, out.dtype)
+            if self.dropout:  # dropout's mask, scaled: the draw it would make on the output itself
+                ones = tf.ones(tf.concat([tf.shape(out)[:-1], [self.units]], axis=0), out.dtype)  # (batch, t_out, units)
+                keep = self.dropout_layer(ones, training=True)
+            return loops.output_layers(out, keep, weights, hidden)  # (batch, t_out, vocab)
+        if hidden:
+            out = _hidden(out, weights)  # (..., units)
         return _logits(self.dropout_layer(out, training=training), weights)  # (..., vocab)
 
     def step(self, token, state, memory):
