@@ -325,7 +325,12 @@ def test_output_layers_values_and_gradients_equal_autodiff(hidden, masked):
 def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, monkeypatch):
     calls = []
     real = loops.output_layers
-    monkeypatch.setattr(loops, "output_layers", lambda x, keep, w, hidden: calls.append((keep, hidden)) or real(x, keep, w, hidden))
+
+    def spy(x, keep, weights, hidden):
+        calls.append((keep, hidden))
+        return real(x, keep, weights, hidden)
+
+    monkeypatch.setattr(loops, "output_layers", spy)
     rng = np.random.default_rng(3)
     target_in = rng.integers(1, VOCAB, size=(BATCH, T_OUT))
     encoder_outputs = tf.constant(rng.normal(size=(BATCH, T_IN, UNITS)), tf.float32)

@@ -214,7 +214,7 @@ class Decoder(keras.layers.Layer):
         if training and out.dtype == weights["logits_kernel"].dtype:  # all steps at once, backward ordered
             keep = tf.constant(1.0, out.dtype)
             if self.dropout:  # dropout's mask, scaled: the draw it would make on the output itself
-                ones = tf.ones(tf.concat([tf.shape(out)[:-1], [self.units]], axis=0), out.dtype)  # (batch, t_out, units)
+                ones = tf.ones(tf.concat([tf.shape(out)[:-1], [self.units]], axis=0), out.dtype)  # (B, t_out, units)
                 keep = self.dropout_layer(ones, training=True)
             return loops.output_layers(out, keep, weights, hidden)  # (batch, t_out, vocab)
         if hidden:
