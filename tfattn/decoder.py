@@ -211,7 +211,7 @@ class Decoder(keras.layers.Layer):
         hidden = self.style == "bahdanau"
         if hidden:
             out = ops.concatenate([out, embedded], axis=-1)  # (..., hidden input)
-        if training and out.dtype == weights["logits_kernel"].dtype:  # all steps at once, backward ordered
+        if training:  # all steps at once (`call`), the backward pass ordered
             keep = tf.constant(1.0, out.dtype)
             if self.dropout:  # dropout's mask, scaled: the draw it would make on the output itself
                 ones = tf.ones(tf.concat([tf.shape(out)[:-1], [self.units]], axis=0), out.dtype)  # (B, t_out, units)
