@@ -1,5 +1,6 @@
 """Shared fixtures: small corpora and one briefly trained dates translator for the whole session."""
 
+import functools
 import os
 from pathlib import Path
 
@@ -36,6 +37,34 @@ def ids(tokenizer, texts):
 def detokenized(tokenizer, texts):
     """texts -> ids -> text again, as a list of str."""
     return [s.decode("utf-8") for s in tokenizer.detokenize(tokenizer(texts)).numpy()]
+
+
+@functools.cache
+def matmul_rows_are_independent():
+    """Whether a row's matrix product here is the same alone as in a larger batch, to the bit (so with
+    oneDNN, TensorFlow's default on x86; not with Eigen's matrix-vector path)."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(50, 8)).astype("float32"), rng.normal(size=(8, 24)).astype("float32")
+    whole = tf.matmul(x, w).numpy()
+    return all(np.array_equal(tf.matmul(x[i : i + n], w).numpy(), whole[i : i + n]) for i, n in [(7, 1), (3, 5)])
+
+
+def assert_same_outputs(got, want, err_msg=""):
+    """Two dicts of decoding outputs are equal: to the bit where a row's matrix product does not depend on
+    the other rows (an export's token tables then give exactly what computing the shares gives), else
+    strings and integers exactly and floats to within rounding."""
+    import numpy as np
+
+    assert set(got) == set(want), err_msg
+    for key in want:
+        a, b = np.asarray(got[key]), np.asarray(want[key])
+        if matmul_rows_are_independent() or a.dtype.kind not in "f":
+            np.testing.assert_array_equal(a, b, err_msg=f"{err_msg} {key}")
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{err_msg} {key}")
 
 
 @pytest.fixture(scope="session")

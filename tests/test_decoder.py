@@ -9,6 +9,8 @@ from tfattn.attention import BahdanauAttention, LuongAttention
 from tfattn.decoder import Decoder
 from tfattn.encoder import Encoder
 
+from conftest import matmul_rows_are_independent
+
 SOURCE_VOCAB, TARGET_VOCAB, EMB, UNITS = 11, 13, 4, 6
 # Source sentence 0 has two padding positions; sentence 1 has none.  t_in = 5, t_out = 4.
 SOURCE = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8]])
@@ -141,7 +143,7 @@ def test_attention_must_be_a_scored_attention_layer():
         Decoder(TARGET_VOCAB, EMB, UNITS, attention=keras.layers.Attention())
 
 
-@pytest.mark.parametrize("rows", [1, 3, 20])  # 20 rows: more than FEW_ROWS, the kernel in one piece
+@pytest.mark.parametrize("rows", [1, 3, 20])
 def test_stepper_with_logits_blocks_gives_the_same_logits_to_the_bit(rows):
     encoder = Encoder(SOURCE_VOCAB, EMB, UNITS)
     decoder = Decoder(TARGET_VOCAB, EMB, UNITS)
@@ -174,8 +176,11 @@ def test_bfloat16_decoding_weights_put_only_the_matmuls_in_bfloat16(style, feedi
     decoder.build((3, 1), outputs.shape)
     memory, state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
     weights = decoder.decoding_weights("bfloat16", logits_blocks=4)
-    kernels = ["kernel", "kernel_rest", "recurrent_kernel", "hidden_kernel", "logits_kernel"]  # rest: maybe 0 rows
-    assert {k for k, v in weights.items() if getattr(v, "dtype", None) == tf.bfloat16} == set(kernels)
+    kernels = {"kernel", "kernel_rest", "recurrent_kernel", "hidden_kernel"}  # rest: maybe 0 rows
+    if style == "bahdanau":  # the tanh layer's kernel also by rows
+        kernels |= {"hidden_kernel_out", "hidden_kernel_embedding"}
+    assert {k for k, v in weights.items() if getattr(v, "dtype", None) == tf.bfloat16} == kernels
+    assert "logits_kernel" not in weights  # the blocks replace it
     assert all(b.dtype == tf.bfloat16 for b in weights["logits_blocks"])
     assert weights["logits_bias"].dtype == tf.float32
     token = np.array([1, 4, 9])
@@ -187,3 +192,42 @@ def test_bfloat16_decoding_weights_put_only_the_matmuls_in_bfloat16(style, feedi
     np.testing.assert_allclose(logits, exact, atol=0.05)
     assert not np.array_equal(logits, exact)
     np.testing.assert_allclose(np.sum(attention, axis=-1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("matmul_dtype", [None, "bfloat16"])
+def test_token_tables_hold_what_the_previous_token_adds(case, matmul_dtype):
+    decoder, outputs, state, mask = setup(case)
+    decoder.build((2, 1), outputs.shape)
+    memory, state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
+    weights = decoder.decoding_weights(matmul_dtype, logits_blocks=4, token_tables=True)
+    plain_weights = decoder.decoding_weights(matmul_dtype)
+    bahdanau = decoder.style == "bahdanau"
+    # Row i of each table is token i's share, bias included, computed as a step would.
+    embeddings = decoder.embedding.embeddings
+    gates = decoder.rnn_layer.cell.kernel[:EMB]  # the embedding's rows of the RNN's input kernel
+    gates_bias = decoder.rnn_layer.cell.bias[0] if decoder.rnn == "gru" else decoder.rnn_layer.cell.bias
+    # (bfloat16: inputs and product rounded to it, the sum in float32)
+    cast = (lambda x: tf.cast(tf.cast(x, tf.bfloat16), tf.float32)) if matmul_dtype else (lambda x: x)
+    product = lambda x, w: cast(cast(x) @ cast(w))  # noqa: E731
+    np.testing.assert_allclose(weights["gates_table"], product(embeddings, gates) + gates_bias, rtol=1e-5, atol=1e-6)
+    assert weights["gates_table"].shape == (TARGET_VOCAB, (3 if decoder.rnn == "gru" else 4) * UNITS)
+    if bahdanau:
+        hidden = decoder.hidden_dense.kernel[-EMB:]  # [s_i; c_i; E y_{i-1}]: the last rows
+        np.testing.assert_allclose(weights["hidden_table"], product(embeddings, hidden) + decoder.hidden_dense.bias,
+                                   rtol=1e-5, atol=1e-6)
+    # They replace what they hold; what is left is what a step reads.
+    folded = {"kernel", "input_bias"} | ({"hidden_kernel", "hidden_kernel_embedding", "hidden_bias"} if bahdanau else set())
+    assert set(weights) == (set(plain_weights) - folded - {"logits_kernel"}) | (
+        {"gates_table", "logits_blocks"} | ({"hidden_table"} if bahdanau else set()))
+    # A step with them gives what a step without them gives (to the bit where a row's product does
+    # not depend on the others), for a few steps.
+    token, states = np.array([1, 4]), (state, state)
+    for _ in range(3):
+        got = decoder.stepper(weights)(token, states[0], memory)  # (logits, attention, state)
+        want = decoder.stepper(plain_weights)(token, states[1], memory)
+        for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+            if matmul_rows_are_independent():
+                np.testing.assert_array_equal(g, w)
+        states, token = (got[2], want[2]), np.argmax(got[0], axis=-1)

@@ -13,6 +13,8 @@ import tensorflow as tf
 
 from tfattn.serving import CONFIG_FILE, load
 
+from conftest import assert_same_outputs
+
 OUTPUTS = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
            "length": tf.int32}
 BEAM_OUTPUTS = {**OUTPUTS, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32}
@@ -98,13 +100,23 @@ def in_memory(translator, name, texts, extra):
     return translator.translate_beam(tf.constant(texts), extra["beam_width"], extra["length_penalty"])
 
 
+@pytest.fixture(scope="module")
+def exported_bahdanau(bahdanau_translator, tmp_path_factory):
+    from tfattn.serving import export
+
+    return export(bahdanau_translator, str(tmp_path_factory.mktemp("export") / "bahdanau"))
+
+
+@pytest.mark.parametrize("style", ["luong", "bahdanau"])  # Bahdanau: a second token table, the tanh layer's
 @pytest.mark.parametrize("name, extra", [("translate", {}), ("translate_beam", beam_inputs())])
-def test_same_outputs_as_in_memory(exported_dates, dates_translator, name, extra):
-    loaded = load(exported_dates).signatures[name](text=tf.constant(MIXED), **extra)
-    memory = in_memory(dates_translator, name, MIXED, extra)
-    assert set(loaded) == set(memory)
-    for key in memory:
-        np.testing.assert_array_equal(loaded[key].numpy(), memory[key].numpy(), err_msg=key)
+def test_same_outputs_as_in_memory(request, style, name, extra):
+    export, translator = {"luong": ("exported_dates", "dates_translator"),
+                          "bahdanau": ("exported_bahdanau", "bahdanau_translator")}[style]
+    path, translator = request.getfixturevalue(export), request.getfixturevalue(translator)
+    texts = MIXED + [source for source, _ in request.getfixturevalue("dates_data")[1][:30]]
+    loaded = load(path).signatures[name](text=tf.constant(texts), **extra)
+    memory = in_memory(translator, name, texts, extra)
+    assert_same_outputs({k: v.numpy() for k, v in loaded.items()}, {k: v.numpy() for k, v in memory.items()})
 
 
 FRESH_PROCESS = textwrap.dedent("""
@@ -141,9 +153,7 @@ def test_loads_and_runs_in_a_fresh_process_without_tfattn(exported_dates, dates_
     greedy = in_memory(dates_translator, "translate", texts, {})
     beam = in_memory(dates_translator, "translate_beam", texts, beam_inputs(3, 0.6))
     expected = {**{"greedy_" + k: v for k, v in greedy.items()}, **{"beam_" + k: v for k, v in beam.items()}}
-    assert set(fresh.files) == set(expected)
-    for key, value in expected.items():
-        np.testing.assert_array_equal(fresh[key], value.numpy(), err_msg=key)
+    assert_same_outputs({k: fresh[k] for k in fresh.files}, {k: v.numpy() for k, v in expected.items()})
 
 
 def test_load_refuses_a_directory_that_is_not_an_export(tmp_path):
@@ -151,13 +161,28 @@ def test_load_refuses_a_directory_that_is_not_an_export(tmp_path):
         load(str(tmp_path))
 
 
-def test_the_export_keeps_the_vocabulary_projection_also_in_column_blocks(exported_dates, dates_translator):
+def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_translator):
     loaded = load(exported_dates)
-    kernel = dates_translator.model.decoder.logits_dense.kernel.numpy()  # (units, vocab)
-    assert set(loaded.decoding_weights) == {"logits_blocks"}  # float32: the rest is the model's own
-    blocks = [b.numpy() for b in loaded.decoding_weights["logits_blocks"]]
-    assert len(blocks) == 4 and all(b.shape[0] == kernel.shape[0] for b in blocks)
-    np.testing.assert_array_equal(np.concatenate(blocks, axis=1), kernel)
+    model = dates_translator.model
+    decoder = model.decoder  # Luong style with input feeding, a GRU
+    stored = {k: [b.numpy() for b in v] if k == "logits_blocks" else v.numpy() for k, v in loaded.decoding_weights.items()}
+    assert set(stored) == {"gates_table", "kernel_rest", "recurrent_kernel", "recurrent_bias", "hidden_kernel",
+                           "logits_blocks", "logits_bias"}
+    # The vocabulary projection in four column blocks, in order.
+    kernel = decoder.logits_dense.kernel.numpy()  # (units, vocab)
+    assert len(stored["logits_blocks"]) == 4
+    np.testing.assert_array_equal(np.concatenate(stored["logits_blocks"], axis=1), kernel)
+    # The embedding's share of the GRU's gates for every token, the input bias included.
+    emb = decoder.embedding_dim
+    cell = decoder.rnn_layer.cell
+    expected = decoder.embedding.embeddings.numpy() @ cell.kernel.numpy()[:emb] + cell.bias.numpy()[0]
+    np.testing.assert_allclose(stored["gates_table"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(stored["kernel_rest"], cell.kernel.numpy()[emb:])  # the fed h~ still multiplies
+    # Of the model's own variables, only those the step does not replace: the encoder's and the attention's.
+    own = model.encoder.variables + decoder.attention.variables
+    assert len(loaded.model_variables) == len(own) < len(model.variables)
+    for got, variable in zip(loaded.model_variables, own):
+        np.testing.assert_array_equal(got.numpy(), variable.numpy())
     assert dates_translator.decoding_weights == {}  # only the export's translator copies the weights
 
 
@@ -177,13 +202,14 @@ def test_a_bfloat16_export(exported_bfloat16, exported_dates, dates_data):
     loaded = load(path)
     stored = loaded.decoding_weights
     assert {k: v.dtype for k, v in stored.items() if k != "logits_blocks"} == {
-        k: tf.bfloat16 for k in ("kernel", "kernel_rest", "recurrent_kernel", "hidden_kernel", "logits_kernel")}
+        **{k: tf.bfloat16 for k in ("kernel_rest", "recurrent_kernel", "hidden_kernel")},
+        **{k: tf.float32 for k in ("gates_table", "recurrent_bias", "logits_bias")}}  # a table is looked up
     assert all(b.dtype == tf.bfloat16 for b in stored["logits_blocks"])
     # The same outputs as the bfloat16 translator in memory, on every signature.
     for name, extra in [("translate", {}), ("translate_beam", beam_inputs())]:
         got = loaded.signatures[name](text=tf.constant(MIXED), **extra)
-        for key, value in in_memory(translator, name, MIXED, extra).items():
-            np.testing.assert_array_equal(got[key].numpy(), value.numpy(), err_msg=f"{name} {key}")
+        want = in_memory(translator, name, MIXED, extra)
+        assert_same_outputs({k: v.numpy() for k, v in got.items()}, {k: v.numpy() for k, v in want.items()}, name)
     # Padding invariance holds in bfloat16 too: every row's arithmetic is its own.
     texts = [source for source, _ in dates_data[1][:40]]
     longest = max(texts, key=len)

