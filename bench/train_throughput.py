@@ -3,6 +3,8 @@
 For each model: seconds per train step, non-padding target tokens per second, the padding share of
 target tokens, and the achieved FLOP/s as a fraction of the machine's fp32 matmul speed measured in
 the same run. Prints one JSON object. Usage: python bench/train_throughput.py [--steps 60]
+[--projection-dtype bfloat16] (the decoder's output layers' products in bfloat16 in training, see
+`tfattn.Decoder`; every run's object then says so).
 
 FLOPs are counted on the padded batch (the work done), forward pass x 3 for the backward pass:
 multiply-adds of every matmul and of the attention scores and weighted sums, 2 FLOPs each.
@@ -75,7 +77,10 @@ def measure(c, data, steps, source_vocab, target_vocab):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60, help="timed steps per model (units 1024: a third)")
+    parser.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="dtype of the output layers' matrix products in training (default: float32)")
     args = parser.parse_args()
+    projection_dtype = None if args.projection_dtype == "float32" else args.projection_dtype
     source_tok, target_tok = spa.tokenizers(5000, 40)
     # One epoch of batches; each model trains on batches drawn evenly from all of it (the first
     # batches of a bucketed epoch are the short ones, and would flatter the figures).
@@ -83,11 +88,13 @@ def main():
     gflops = matmul_gflops()
     runs = []
     for attention, feeding, embedding, units in RUNS:
-        c = ModelConfig(attention=attention, input_feeding=feeding, embedding_dim=embedding, units=units)
+        c = ModelConfig(attention=attention, input_feeding=feeding, embedding_dim=embedding, units=units,
+                        projection_dtype=projection_dtype)
         steps = args.steps if units <= 256 else max(10, args.steps // 3)
         r = measure(c, data, steps, source_tok.vocab_size, target_tok.vocab_size)
         runs.append({"attention": attention, "input_feeding": feeding if attention == "luong" else None,
-                     "embedding_dim": embedding, "units": units, "steps": steps,
+                     "embedding_dim": embedding, "units": units, "projection_dtype": args.projection_dtype,
+                     "steps": steps,
                      "s_per_step": round(r["s_per_step"], 4),
                      "nonpad_target_tokens_per_s": round(r["nonpad_target_tokens_per_s"]),
                      "padding_fraction": round(r["padding_fraction"], 4),

@@ -58,3 +58,12 @@ def test_demo_trains_exports_reloads_and_reports(tmp_path):
 def test_bad_flag_values_exit_2(flag, value):
     result = tfattn("demo", flag, value)
     assert result.returncode == 2 and "invalid" in result.stderr
+
+
+@pytest.mark.parametrize("value, expected", [(None, None), ("float32", None), ("bfloat16", "bfloat16")])
+def test_train_flags_set_the_projection_dtype(value, expected, tmp_path):
+    from tfattn.cli import build_parser, run_config
+
+    flags = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
+    args = build_parser().parse_args(flags + (["--projection-dtype", value] if value else []))
+    assert run_config(args).model.projection_dtype == expected

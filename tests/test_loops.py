@@ -321,14 +321,56 @@ def test_output_layers_values_and_gradients_equal_autodiff(hidden, masked):
         assert np.all(np.asarray(dx)[0, 0] == 0) and np.any(np.asarray(dx)[0, 1] != 0)
 
 
+@pytest.mark.parametrize("hidden", [True, False])
+def test_output_layers_in_bfloat16_round_only_the_products(hidden):
+    """With `matmul_dtype="bfloat16"`, values and gradients are those of the float32 layers with each
+    product's inputs rounded to bfloat16 (8 significant bits) and the product rounded too."""
+    rng = np.random.default_rng(11)
+    n = 9 if hidden else UNITS
+    x = tf.constant(rng.normal(size=(BATCH, T_OUT, n)), tf.float32)
+    keep = tf.constant(2.0 * rng.integers(0, 2, size=(BATCH, T_OUT, UNITS)), tf.float32)
+    weights = {"logits_kernel": rng.normal(size=(UNITS, VOCAB)), "logits_bias": rng.normal(size=VOCAB),
+               "hidden_kernel": rng.normal(size=(n, UNITS)), "hidden_bias": rng.normal(size=UNITS)}
+    weights = {k: tf.constant(v, tf.float32) for k, v in weights.items()}
+    upstream = tf.constant(rng.normal(size=(BATCH, T_OUT, VOCAB)), tf.float32)
+    bf16 = lambda t: tf.cast(tf.cast(t, tf.bfloat16), tf.float32)  # noqa: E731
+
+    def rounded(x, w):  # the float32 layers, each product's inputs and result rounded
+        mm = lambda a, b: bf16(tf.einsum("btn,nu->btu", bf16(a), bf16(b)))  # noqa: E731
+        out = tf.tanh(mm(x, w["hidden_kernel"]) + w["hidden_bias"]) if hidden else x
+        return mm(out * keep, w["logits_kernel"]) + w["logits_bias"]
+
+    results = []
+    for fn in (lambda x, w: loops.output_layers(x, keep, w, hidden, "bfloat16"), rounded,
+               lambda x, w: loops.output_layers(x, keep, w, hidden)):
+        with tf.GradientTape() as tape:
+            tape.watch([x, weights])
+            logits = fn(x, weights)
+            objective = tf.reduce_sum(logits * upstream)
+        results.append((logits, tape.gradient(objective, [x, weights])))
+    (logits, (dx, dw)), (ref_logits, _), (f32_logits, (f32_dx, f32_dw)) = results
+    used = ("logits_kernel", "logits_bias") + (("hidden_kernel", "hidden_bias") if hidden else ())
+    assert logits.dtype == tf.float32 and dx.dtype == tf.float32
+    assert all(dw[k].dtype == tf.float32 for k in used)
+    # The forward pass is the rounded layers' (up to the order of float32 sums).
+    np.testing.assert_allclose(logits, ref_logits, rtol=1e-2, atol=2e-2)
+    assert not np.array_equal(logits, f32_logits)
+    # Gradients: within bfloat16's rounding (2^-8 relative per input) of the float32 ones.
+    scale = lambda t: np.abs(np.asarray(t)).max()  # noqa: E731
+    np.testing.assert_allclose(dx, f32_dx, atol=0.02 * scale(f32_dx))
+    for k in used:
+        np.testing.assert_allclose(dw[k], f32_dw[k], atol=0.02 * scale(f32_dw[k]), err_msg=k)
+    np.testing.assert_allclose(dw["logits_bias"], f32_dw["logits_bias"], rtol=1e-6)  # a float32 sum in both
+
+
 @pytest.mark.parametrize("style", ["bahdanau", "luong"])
 def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, monkeypatch):
     calls = []
     real = loops.output_layers
 
-    def spy(x, keep, weights, hidden):
+    def spy(x, keep, weights, hidden, matmul_dtype=None):
         calls.append((keep, hidden))
-        return real(x, keep, weights, hidden)
+        return real(x, keep, weights, hidden, matmul_dtype)
 
     monkeypatch.setattr(loops, "output_layers", spy)
     rng = np.random.default_rng(3)
@@ -348,3 +390,31 @@ def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, monkeyp
             assert keep.shape == (BATCH, T_OUT, UNITS) and set(np.unique(keep)) == {0.0, 2.0}
         else:
             assert keep.shape == () and float(keep) == 1.0
+
+
+def test_decoder_projection_dtype_reaches_the_output_layers_in_training(monkeypatch):
+    dtypes = []
+    real = loops.output_layers
+
+    def spy(x, keep, weights, hidden, matmul_dtype=None):
+        dtypes.append(matmul_dtype)
+        return real(x, keep, weights, hidden, matmul_dtype)
+
+    monkeypatch.setattr(loops, "output_layers", spy)
+    rng = np.random.default_rng(5)
+    target_in = rng.integers(1, VOCAB, size=(BATCH, T_OUT))
+    encoder_outputs = tf.constant(rng.normal(size=(BATCH, T_IN, UNITS)), tf.float32)
+    state = {"h": tf.zeros([BATCH, UNITS])}
+    plain = Decoder(VOCAB, 4, UNITS, style="bahdanau")
+    fast = Decoder(VOCAB, 4, UNITS, style="bahdanau", projection_dtype="bfloat16")
+    logits, _ = plain(target_in, encoder_outputs, state, MASK)
+    fast(target_in, encoder_outputs, state, MASK)
+    fast.set_weights(plain.get_weights())
+    # Inference is float32 either way: the same logits to the bit.
+    np.testing.assert_array_equal(fast(target_in, encoder_outputs, state, MASK)[0], logits)
+    train_logits = [d(target_in, encoder_outputs, state, MASK, training=True)[0] for d in (plain, fast)]
+    assert dtypes == [None, "bfloat16"]
+    np.testing.assert_allclose(train_logits[1], train_logits[0], rtol=0.05, atol=0.05)
+    assert Decoder(VOCAB, 4, UNITS, projection_dtype="float32").projection_dtype is None
+    with pytest.raises(ValueError, match="projection_dtype='float16'"):
+        Decoder(VOCAB, 4, UNITS, projection_dtype="float16")

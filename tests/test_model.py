@@ -141,6 +141,7 @@ def test_config_round_trip(case):
         pytest.param({"score": "location", "scale": True, "input_feeding": False, "max_source_length": 4},
                      id="luong-location"),
         pytest.param({"score": "dot", "rnn": "lstm", "num_layers": 2}, id="luong-dot-lstm"),
+        pytest.param({"attention": "bahdanau", "projection_dtype": "bfloat16"}, id="bahdanau-bfloat16-training"),
     ],
 )
 def test_keras_file_round_trip(overrides, tmp_path):
@@ -238,6 +239,7 @@ def test_untrained_loss_is_about_ln_vocab(attention):
         ("dropout", 1.0),
         ("dropout", -0.1),
         ("rnn", "rnn"),
+        ("projection_dtype", "float16"),
     ],
 )
 def test_model_config_errors_name_the_field(field, value):
