@@ -363,57 +363,57 @@ def test_output_layers_in_bfloat16_round_only_the_products(hidden):
     np.testing.assert_allclose(dw["logits_bias"], f32_dw["logits_bias"], rtol=1e-6)  # a float32 sum in both
 
 
-@pytest.mark.parametrize("style", ["bahdanau", "luong"])
-def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, monkeypatch):
+@pytest.fixture
+def output_layers_calls(monkeypatch):
+    """The arguments of every `loops.output_layers` call from here on, as dicts."""
     calls = []
     real = loops.output_layers
 
     def spy(x, keep, weights, hidden, matmul_dtype=None):
-        calls.append((keep, hidden))
+        calls.append({"keep": keep, "hidden": hidden, "matmul_dtype": matmul_dtype})
         return real(x, keep, weights, hidden, matmul_dtype)
 
     monkeypatch.setattr(loops, "output_layers", spy)
-    rng = np.random.default_rng(3)
+    return calls
+
+
+def decoder_inputs(seed):
+    """`(target_in, encoder_outputs, state, mask)` for a decoder call on random values."""
+    rng = np.random.default_rng(seed)
     target_in = rng.integers(1, VOCAB, size=(BATCH, T_OUT))
     encoder_outputs = tf.constant(rng.normal(size=(BATCH, T_IN, UNITS)), tf.float32)
-    state = {"h": tf.zeros([BATCH, UNITS])}
+    return target_in, encoder_outputs, {"h": tf.zeros([BATCH, UNITS])}, MASK
+
+
+@pytest.mark.parametrize("style", ["bahdanau", "luong"])
+def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, output_layers_calls):
+    inputs = decoder_inputs(3)
     for dropout in (0.5, 0.0):
         decoder = Decoder(VOCAB, 4, UNITS, style=style, dropout=dropout)
-        decoder(target_in, encoder_outputs, state, MASK)  # inference: the plain layers
-        assert calls == []
-        decoder(target_in, encoder_outputs, state, MASK, training=True)
-        (keep, hidden), = calls
-        calls.clear()
-        assert hidden == (style == "bahdanau")
+        decoder(*inputs)  # inference: the plain layers
+        assert output_layers_calls == []
+        decoder(*inputs, training=True)
+        (call,) = output_layers_calls
+        output_layers_calls.clear()
+        assert call["hidden"] == (style == "bahdanau")
+        keep = np.asarray(call["keep"])
         if dropout:  # each feature kept and scaled by 1 / (1 - 0.5), or dropped
-            keep = np.asarray(keep)
             assert keep.shape == (BATCH, T_OUT, UNITS) and set(np.unique(keep)) == {0.0, 2.0}
         else:
             assert keep.shape == () and float(keep) == 1.0
 
 
-def test_decoder_projection_dtype_reaches_the_output_layers_in_training(monkeypatch):
-    dtypes = []
-    real = loops.output_layers
-
-    def spy(x, keep, weights, hidden, matmul_dtype=None):
-        dtypes.append(matmul_dtype)
-        return real(x, keep, weights, hidden, matmul_dtype)
-
-    monkeypatch.setattr(loops, "output_layers", spy)
-    rng = np.random.default_rng(5)
-    target_in = rng.integers(1, VOCAB, size=(BATCH, T_OUT))
-    encoder_outputs = tf.constant(rng.normal(size=(BATCH, T_IN, UNITS)), tf.float32)
-    state = {"h": tf.zeros([BATCH, UNITS])}
+def test_decoder_projection_dtype_reaches_the_output_layers_in_training(output_layers_calls):
+    inputs = decoder_inputs(5)
     plain = Decoder(VOCAB, 4, UNITS, style="bahdanau")
     fast = Decoder(VOCAB, 4, UNITS, style="bahdanau", projection_dtype="bfloat16")
-    logits, _ = plain(target_in, encoder_outputs, state, MASK)
-    fast(target_in, encoder_outputs, state, MASK)
+    logits, _ = plain(*inputs)
+    fast(*inputs)
     fast.set_weights(plain.get_weights())
     # Inference is float32 either way: the same logits to the bit.
-    np.testing.assert_array_equal(fast(target_in, encoder_outputs, state, MASK)[0], logits)
-    train_logits = [d(target_in, encoder_outputs, state, MASK, training=True)[0] for d in (plain, fast)]
-    assert dtypes == [None, "bfloat16"]
+    np.testing.assert_array_equal(fast(*inputs)[0], logits)
+    train_logits = [d(*inputs, training=True)[0] for d in (plain, fast)]
+    assert [call["matmul_dtype"] for call in output_layers_calls] == [None, "bfloat16"]
     np.testing.assert_allclose(train_logits[1], train_logits[0], rtol=0.05, atol=0.05)
     assert Decoder(VOCAB, 4, UNITS, projection_dtype="float32").projection_dtype is None
     with pytest.raises(ValueError, match="projection_dtype='float16'"):
