@@ -167,9 +167,10 @@ class Decoder(keras.layers.Layer):
                 (`"logits_blocks"`, a list, in place of `"logits_kernel"`), which `stepper` projects
                 with as independent ops. For a few rows the projection is a matrix-vector product
                 whose time goes to reading its 5 MB kernel (at 5,000 words), and on a 2-core CPU four
-                blocks take about half as long (0.12 against 0.25-0.30 ms for one row); for a batch
-                they take as long as one product. The result is the same to the bit. Defaults to `0`
-                (no blocks).
+                blocks take about half as long (0.12 against 0.25-0.30 ms for one row). For a batch
+                they are slower than one product (an export's beam 4 at batch 64 by 6-7%, greedy the
+                same within noise); choosing per step with a `tf.cond` cost single sentences 4-6%.
+                The result is the same to the bit. Defaults to `0` (no blocks).
             token_tables: bool. Look up, rather than compute, what the previous token adds at each
                 step: `"gates_table"` `(vocab, gates * units)`, the embedding's share of the RNN's
                 gates with their input bias (`rnn.project_inputs` of every embedding), and, Bahdanau
