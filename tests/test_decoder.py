@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tfattn.attention import BahdanauAttention, LuongAttention
-from tfattn.decoder import Decoder
+from tfattn.decoder import FEW_ROWS, Decoder, _logits
 from tfattn.encoder import Encoder
 
 from conftest import matmul_rows_are_independent
@@ -158,6 +158,21 @@ def test_stepper_with_logits_blocks_gives_the_same_logits_to_the_bit(rows):
     blocked = decoder.stepper(weights)(token, state, memory)
     np.testing.assert_array_equal(blocked[0], plain[0])
     np.testing.assert_array_equal(blocked[0], decoder.step(token, state, memory)[0])
+
+
+@pytest.mark.parametrize("rows", [1, FEW_ROWS, FEW_ROWS + 1, 40])
+def test_a_step_given_blocks_and_the_whole_kernel_uses_blocks_for_few_rows_only(rows):
+    rng = np.random.default_rng(2)
+    blocks = [tf.constant(rng.normal(size=(UNITS, n)), tf.float32) for n in (4, 3, 3, 3)]
+    kernel = 2.0 * tf.concat(blocks, axis=1)  # a different kernel, to tell which one was used
+    bias = tf.constant(rng.normal(size=13), tf.float32)
+    x = tf.constant(rng.normal(size=(rows, UNITS)), tf.float32)
+    got = _logits(x, {"logits_blocks": blocks, "logits_kernel": kernel, "logits_bias": bias})
+    expected = x @ (kernel / 2.0 if rows <= FEW_ROWS else kernel) + bias
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    # Blocks alone serve every number of rows.
+    np.testing.assert_allclose(_logits(x, {"logits_blocks": blocks, "logits_bias": bias}), x @ (kernel / 2.0) + bias,
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_logits_blocks_cover_the_kernel_in_order():

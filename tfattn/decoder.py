@@ -29,6 +29,7 @@ from tfattn.encoder import make_rnn
 
 STYLES = ("bahdanau", "luong")
 PROJECTION_DTYPES = (None, "float32", "bfloat16")
+FEW_ROWS = 16  # `_logits` with blocks and the whole kernel: blocks up to this many rows
 _HIDDEN_FOLDED = ("hidden_kernel", "hidden_kernel_embedding", "hidden_bias")  # into Bahdanau's "hidden_table"
 
 
@@ -169,8 +170,10 @@ class Decoder(keras.layers.Layer):
                 whose time goes to reading its 5 MB kernel (at 5,000 words), and on a 2-core CPU four
                 blocks take about half as long (0.12 against 0.25-0.30 ms for one row). For a batch
                 they are slower than one product (an export's beam 4 at batch 64 by 6-7%, greedy the
-                same within noise); choosing per step with a `tf.cond` cost single sentences 4-6%.
-                The result is the same to the bit. Defaults to `0` (no blocks).
+                same within noise), so a step given both (the export's beam search) chooses by its
+                number of rows; the choice, a `tf.cond` at every step, cost greedy single sentences
+                4-6%, so greedy gets the blocks alone. The result is the same to the bit. Defaults to
+                `0` (no blocks).
             token_tables: bool. Look up, rather than compute, what the previous token adds at each
                 step: `"gates_table"` `(vocab, gates * units)`, the embedding's share of the RNN's
                 gates with their input bias (`rnn.project_inputs` of every embedding), and, Bahdanau
@@ -408,12 +411,18 @@ def _hidden(x, weights):
 
 
 def _logits(x, weights):
-    """The vocabulary projection of `x (..., units)`, by column blocks if `weights` has them (see
-    `Decoder.decoding_weights`)."""
-    blocks = weights.get("logits_blocks")
+    """The vocabulary projection of `x (..., units)`: by column blocks if `weights` has them (see
+    `Decoder.decoding_weights`); if it also has the kernel in one piece, by blocks only up to
+    `FEW_ROWS` rows of a `(rows, units)` step, a choice made at every step."""
+    blocks, kernel = weights.get("logits_blocks"), weights.get("logits_kernel")
+    whole = lambda: _affine(x, kernel, weights["logits_bias"])  # noqa: E731
     if not blocks:
-        return _affine(x, weights["logits_kernel"], weights["logits_bias"])
-    return tf.nn.bias_add(tf.concat([rnn.matmul(x, block) for block in blocks], axis=-1), weights["logits_bias"])
+        return whole()
+    by_blocks = lambda: tf.nn.bias_add(  # noqa: E731
+        tf.concat([rnn.matmul(x, block) for block in blocks], axis=-1), weights["logits_bias"])
+    if kernel is None:
+        return by_blocks()
+    return tf.cond(tf.shape(x)[0] <= FEW_ROWS, by_blocks, whole)  # (rows, vocab)
 
 
 def _block_sizes(total, n):

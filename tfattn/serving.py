@@ -121,12 +121,18 @@ class Translator(tf.Module):
         empty = {name: tf.zeros([0] * EMPTY_RANKS[name], EMPTY_DTYPES[name]) for name in names}
         return tf.cond(tf.size(text) > 0, lambda: fn(text), lambda: empty)
 
-    def _decoding_model(self):
-        """The model, stepping with the stored decoding weights or in `matmul_dtype` if asked."""
+    def _decoding_model(self, whole_projection=False):
+        """The model, stepping with the stored decoding weights or in `matmul_dtype` if asked.
+
+        `whole_projection`: with stored weights, also give the step the vocabulary projection's
+        kernel in one piece, put together once per call, which it then uses for more than
+        `FEW_ROWS` rows (see `Decoder.decoding_weights`): beam search's `batch * beam` rows."""
         decoder = self.model.decoder
         if self.decoding_weights:
             stored = {k: [b.value() for b in v] if k == "logits_blocks" else v.value()
                       for k, v in self.decoding_weights.items()}
+            if whole_projection:
+                stored["logits_kernel"] = tf.concat(stored["logits_blocks"], axis=1)  # (units, vocab)
             return _Stepping(self.model, lambda: {**dict.fromkeys(self.absent_weights), **stored})
         if self.matmul_dtype:
             return _Stepping(self.model, lambda: decoder.decoding_weights(self.matmul_dtype))
@@ -150,7 +156,8 @@ class Translator(tf.Module):
 
     def _beam(self, text, beam_width, length_penalty):
         source, input_tokens = self._encode(text)
-        out = beam_search(self._decoding_model(), source, beam_width, length_penalty, config=self.decode_config)
+        out = beam_search(self._decoding_model(whole_projection=True), source, beam_width, length_penalty,
+                          config=self.decode_config)
         ids = out["ids"]  # (batch, n, t_out)
         shape = tf.shape(ids)
         nbest = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]]))  # (batch * n,)
