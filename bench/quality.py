@@ -75,8 +75,8 @@ def main():
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--dropout", type=float, default=0.2)
-    parser.add_argument("--projection-dtype", choices=("bfloat16",),
-                        help="the output layers' matrix products in training in bfloat16 (default: float32)")
+    parser.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="dtype of the output layers' matrix products in training (default: float32)")
     parser.add_argument("--vocab-size", type=int, default=5000, help="word vocabulary per side (the peer: 5,000)")
     parser.add_argument("--step-seconds", type=float, default=0.09, help="expected seconds per step")
     parser.add_argument("--out", help="run directory (default: a temporary one)")
@@ -95,7 +95,7 @@ def main():
         "peak_rss_mb_training": round(peak_mb), "n_test": len(test),
         "greedy": score(summary["export"], test, 1), "beam4": score(summary["export"], test, 4),
         "config": {"learning_rate": args.learning_rate, "dropout": args.dropout, "vocab_size": args.vocab_size,
-                   "projection_dtype": args.projection_dtype or "float32"},
+                   "projection_dtype": args.projection_dtype},
         "run": os.path.join(out, "run"),
     }
     print(json.dumps(result, ensure_ascii=False))

@@ -80,7 +80,6 @@ def main():
     parser.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
                         help="dtype of the output layers' matrix products in training (default: float32)")
     args = parser.parse_args()
-    projection_dtype = None if args.projection_dtype == "float32" else args.projection_dtype
     source_tok, target_tok = spa.tokenizers(5000, 40)
     # One epoch of batches; each model trains on batches drawn evenly from all of it (the first
     # batches of a bucketed epoch are the short ones, and would flatter the figures).
@@ -89,7 +88,7 @@ def main():
     runs = []
     for attention, feeding, embedding, units in RUNS:
         c = ModelConfig(attention=attention, input_feeding=feeding, embedding_dim=embedding, units=units,
-                        projection_dtype=projection_dtype)
+                        projection_dtype=args.projection_dtype)
         steps = args.steps if units <= 256 else max(10, args.steps // 3)
         r = measure(c, data, steps, source_tok.vocab_size, target_tok.vocab_size)
         runs.append({"attention": attention, "input_feeding": feeding if attention == "luong" else None,

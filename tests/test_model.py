@@ -247,6 +247,11 @@ def test_model_config_errors_name_the_field(field, value):
         ModelConfig(**{field: value})
 
 
+def test_model_config_spells_the_float32_projection_as_none():
+    assert ModelConfig(projection_dtype="float32").projection_dtype is None
+    assert ModelConfig(projection_dtype="bfloat16").projection_dtype == "bfloat16"
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [({"rnn": "rnn"}, r"rnn='rnn'"), ({"units": 7}, r"even.*units=7")],

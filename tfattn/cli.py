@@ -150,8 +150,7 @@ def run_config(args):
     model = ModelConfig(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
                         input_feeding=args.input_feeding, embedding_dim=args.embedding_dim, units=args.units,
                         rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
-                        max_source_length=args.max_length,
-                        projection_dtype=None if args.projection_dtype == "float32" else args.projection_dtype)
+                        max_source_length=args.max_length, projection_dtype=args.projection_dtype)
     budget = parse_duration(args.time_budget) if args.time_budget else None
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
                         epochs=args.epochs, time_budget=budget, seed=args.seed)

@@ -29,8 +29,9 @@ class ModelConfig:
         bidirectional, num_layers: encoder shape.
         dropout: dropout rate in encoder and decoder.
         max_source_length: source positions the `"location"` score covers.
-        projection_dtype: `None` or `"bfloat16"`: the dtype of the decoder's output layers' matrix
-            products in training (see `Decoder`); faster on CPUs with AMX.
+        projection_dtype: `None` (or `"float32"`, stored as None) or `"bfloat16"`: the dtype of the
+            decoder's output layers' matrix products in training (see `Decoder`); faster on CPUs
+            with AMX.
     """
 
     attention: str = "luong"
@@ -63,6 +64,8 @@ class ModelConfig:
         if self.projection_dtype not in PROJECTION_DTYPES:
             raise ValueError(f"projection_dtype must be one of {PROJECTION_DTYPES}. "
                              f"Received: projection_dtype={self.projection_dtype!r}")
+        if self.projection_dtype == "float32":
+            self.projection_dtype = None  # the compute dtype: one spelling in config.json
 
 
 def make_model(config, source_vocab_size, target_vocab_size):
