@@ -52,6 +52,52 @@ def matmul_rows_are_independent():
     return all(np.array_equal(tf.matmul(x[i : i + n], w).numpy(), whole[i : i + n]) for i, n in [(7, 1), (3, 5)])
 
 
+@functools.cache
+def matmul_columns_are_independent():
+    """Whether a block of a product's columns, multiplied alone, is the same to the bit as in the whole
+    product (so with oneDNN; not with Eigen's GEMM on an AVX2 CPU, whose kernels for 13 and for 4
+    columns of 20 rows add in other orders)."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(20, 6)).astype("float32"), rng.normal(size=(6, 13)).astype("float32")
+    whole = tf.matmul(x, w).numpy()
+    return all(np.array_equal(tf.matmul(x, w[:, a:b]).numpy(), whole[:, a:b]) for a, b in [(0, 4), (4, 7), (7, 13)])
+
+
+@functools.cache
+def bfloat16_matmul_truncates():
+    """Whether TensorFlow's bfloat16 matmul stores its float32 sums in bfloat16 by dropping the low 16
+    bits (toward zero), as its Eigen kernels do on a CPU without bfloat16 instructions (measured on an
+    AVX2 CPU), instead of rounding to the nearest (oneDNN)."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    x, w = (tf.cast(rng.normal(size=shape), tf.bfloat16) for shape in [(13, 6), (6, 18)])
+    exact = (x.numpy().astype("float64") @ w.numpy().astype("float64")).astype("float32")
+    return np.array_equal(tf.cast(tf.matmul(x, w), tf.float32).numpy(), _truncated_to_bfloat16(exact))
+
+
+def _truncated_to_bfloat16(values):
+    """float32 values with their low 16 bits dropped: bfloat16 rounded toward zero, as float32."""
+    import numpy as np
+
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    return (bits & np.uint32(0xFFFF0000)).view(np.float32)
+
+
+def as_bfloat16_product(values):
+    """A float32 product (of bfloat16 inputs) stored in bfloat16 as this machine's bfloat16 matmul stores
+    its results (see `bfloat16_matmul_truncates`), returned as float32."""
+    import tensorflow as tf
+
+    if bfloat16_matmul_truncates():
+        return tf.constant(_truncated_to_bfloat16(tf.convert_to_tensor(values, tf.float32).numpy()))
+    return tf.cast(tf.cast(values, tf.bfloat16), tf.float32)
+
+
 def assert_same_outputs(got, want, err_msg=""):
     """Two dicts of decoding outputs are equal: to the bit where a row's matrix product does not depend on
     the other rows (an export's token tables then give exactly what computing the shares gives), else
