@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/tfattn demo --attention bahdanau
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra --durations=10
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -m "not slow"

@@ -203,7 +203,7 @@ def _add_train_parser(sub):
     m.add_argument("--dropout", type=float, default=0.0, help="default: 0.0")
     m.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
                    help="dtype of the output layers' matrix products in training; bfloat16 is faster on "
-                        "CPUs with AMX (default: float32)")
+                        "CPUs with AMX, no faster elsewhere (default: float32)")
     t = p.add_argument_group("tokens and batches")
     t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default="word", help="default: word")
     t.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size per side (default: 8000)")
@@ -277,7 +277,7 @@ def build_parser():
     ex.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="default: best")
     ex.add_argument("--matmul-dtype", choices=("float32", "bfloat16"), default="float32",
                     help="dtype of the decoder's matrix products: bfloat16 decodes batches faster on CPUs "
-                         "with AMX or AVX512-BF16 (slower elsewhere) and changes a few translations; "
+                         "with AMX or AVX512-BF16 (no faster elsewhere) and changes a few translations; "
                          "default: float32")
     ex.set_defaults(func=_export)
 

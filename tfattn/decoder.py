@@ -59,7 +59,8 @@ class Decoder(keras.layers.Layer):
             forward and backward; see `loops.output_layers`). On CPUs with AMX (or AVX512-BF16)
             bfloat16 makes a training step faster (spa-eng, units 256: 0.88x the time); the weights,
             their gradients and everything else stay in float32, and inference is unchanged.
-            Elsewhere it is slower. Defaults to `None`: the compute dtype.
+            Elsewhere it gains nothing: on an AVX2 CPU TensorFlow's bfloat16 matmul takes as long
+            as float32's and truncates its results toward zero. Defaults to `None`: the compute dtype.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -183,7 +184,8 @@ class Decoder(keras.layers.Layer):
                 units 256), single-sentence greedy latency falls by about 15% and batch-64 greedy
                 rises by about 10%, for 4 MB of tables per 1,000 words; the outputs are the same to
                 the bit as computing the shares, as long as a row's matrix product does not depend
-                on the other rows (oneDNN's, TensorFlow's default on x86).
+                on the other rows (oneDNN's, which TensorFlow uses on x86 CPUs with AVX-512; Eigen's,
+                on an AVX2 CPU, differ within float32 rounding).
 
         Both options cost as much as a few steps to compute, so they pay only when done once, ahead:
         an export stores these weights (`tfattn.Translator`, `stored_weights=True`).

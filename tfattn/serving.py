@@ -62,8 +62,9 @@ class Translator(tf.Module):
             matrix products (see `Decoder.decoding_weights`). On CPUs with AMX or AVX512-BF16,
             bfloat16 makes beam search faster (on spa-eng at batch 64, beam 4 1.15-1.25x; greedy
             from 0.95x to 1.15x over runs), not one sentence at a time, and changes 2-3% of the
-            translations (BLEU unchanged there; the README has the figures). Elsewhere it is
-            slower. Defaults to `None`: float32 throughout.
+            translations (BLEU unchanged there; the README has the figures). Elsewhere it gains
+            nothing: on an AVX2 CPU TensorFlow's bfloat16 matmul takes as long as float32's and
+            truncates its results toward zero. Defaults to `None`: float32 throughout.
         stored_weights: bool. Keep a copy of everything the decoder's step reads, made faster
             ahead (see `Decoder.decoding_weights`): what the previous token adds to a step in
             tables, the vocabulary projection in four column blocks, and, with bfloat16, the
