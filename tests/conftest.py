@@ -39,17 +39,25 @@ def detokenized(tokenizer, texts):
     return [s.decode("utf-8") for s in tokenizer.detokenize(tokenizer(texts)).numpy()]
 
 
-@functools.cache
-def matmul_rows_are_independent():
-    """Whether a row's matrix product here is the same alone as in a larger batch, to the bit (so with
-    oneDNN, TensorFlow's default on x86; not with Eigen's matrix-vector path)."""
+def _pieces_match_the_whole(x_shape, w_shape, pieces):
+    """Whether `x[rows] @ w[:, columns]`, multiplied alone, equals that piece of `x @ w` to the bit, for
+    every `(rows, columns)` pair of slices in `pieces` (random float32 `x`, `w` of the given shapes)."""
     import numpy as np
     import tensorflow as tf
 
     rng = np.random.default_rng(0)
-    x, w = rng.normal(size=(50, 8)).astype("float32"), rng.normal(size=(8, 24)).astype("float32")
+    x, w = rng.normal(size=x_shape).astype("float32"), rng.normal(size=w_shape).astype("float32")
     whole = tf.matmul(x, w).numpy()
-    return all(np.array_equal(tf.matmul(x[i : i + n], w).numpy(), whole[i : i + n]) for i, n in [(7, 1), (3, 5)])
+    return all(np.array_equal(tf.matmul(x[rows], w[:, columns]).numpy(), whole[rows, columns])
+               for rows, columns in pieces)
+
+
+@functools.cache
+def matmul_rows_are_independent():
+    """Whether a row's matrix product here is the same alone as in a larger batch, to the bit (so with
+    oneDNN, which TensorFlow uses on x86 CPUs with AVX-512; not with Eigen's matrix-vector path)."""
+    every = slice(None)
+    return _pieces_match_the_whole((50, 8), (8, 24), [(slice(7, 8), every), (slice(3, 8), every)])
 
 
 @functools.cache
@@ -57,13 +65,8 @@ def matmul_columns_are_independent():
     """Whether a block of a product's columns, multiplied alone, is the same to the bit as in the whole
     product (so with oneDNN; not with Eigen's GEMM on an AVX2 CPU, whose kernels for 13 and for 4
     columns of 20 rows add in other orders)."""
-    import numpy as np
-    import tensorflow as tf
-
-    rng = np.random.default_rng(0)
-    x, w = rng.normal(size=(20, 6)).astype("float32"), rng.normal(size=(6, 13)).astype("float32")
-    whole = tf.matmul(x, w).numpy()
-    return all(np.array_equal(tf.matmul(x, w[:, a:b]).numpy(), whole[:, a:b]) for a, b in [(0, 4), (4, 7), (7, 13)])
+    every = slice(None)
+    return _pieces_match_the_whole((20, 6), (6, 13), [(every, slice(a, b)) for a, b in [(0, 4), (4, 7), (7, 13)]])
 
 
 @functools.cache
@@ -98,19 +101,29 @@ def as_bfloat16_product(values):
     return tf.cast(tf.cast(values, tf.bfloat16), tf.float32)
 
 
+def assert_close_or_same(got, want, same, err_msg=""):
+    """Float arrays equal within float32 rounding (rtol 1e-5, atol 1e-6), and to the bit if `same` (a
+    probe's answer above, where the arithmetic on both sides is the same)."""
+    import numpy as np
+
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=err_msg)
+    if same:
+        np.testing.assert_array_equal(got, want, err_msg=err_msg)
+
+
 def assert_same_outputs(got, want, err_msg=""):
-    """Two dicts of decoding outputs are equal: to the bit where a row's matrix product does not depend on
-    the other rows (an export's token tables then give exactly what computing the shares gives), else
-    strings and integers exactly and floats to within rounding."""
+    """Two dicts of decoding outputs are equal: strings and integers exactly, floats to the bit where a
+    row's matrix product does not depend on the other rows (an export's token tables then give exactly
+    what computing the shares gives), else within rounding."""
     import numpy as np
 
     assert set(got) == set(want), err_msg
     for key in want:
         a, b = np.asarray(got[key]), np.asarray(want[key])
-        if matmul_rows_are_independent() or a.dtype.kind not in "f":
+        if a.dtype.kind not in "f":
             np.testing.assert_array_equal(a, b, err_msg=f"{err_msg} {key}")
         else:
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{err_msg} {key}")
+            assert_close_or_same(a, b, matmul_rows_are_independent(), f"{err_msg} {key}")
 
 
 @pytest.fixture(scope="session")

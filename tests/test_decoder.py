@@ -9,7 +9,8 @@ from tfattn.attention import BahdanauAttention, LuongAttention
 from tfattn.decoder import FEW_ROWS, Decoder, _logits
 from tfattn.encoder import Encoder
 
-from conftest import as_bfloat16_product, matmul_columns_are_independent, matmul_rows_are_independent
+from conftest import (as_bfloat16_product, assert_close_or_same, matmul_columns_are_independent,
+                      matmul_rows_are_independent)
 
 SOURCE_VOCAB, TARGET_VOCAB, EMB, UNITS = 11, 13, 4, 6
 # Source sentence 0 has two padding positions; sentence 1 has none.  t_in = 5, t_out = 4.
@@ -159,9 +160,7 @@ def test_stepper_with_logits_blocks_gives_the_same_logits(rows):
     plain = decoder.stepper()(token, state, memory)
     blocked = decoder.stepper(weights)(token, state, memory)
     for want in (plain[0], decoder.step(token, state, memory)[0]):
-        np.testing.assert_allclose(blocked[0], want, rtol=1e-5, atol=1e-7)
-        if matmul_columns_are_independent():
-            np.testing.assert_array_equal(blocked[0], want)
+        assert_close_or_same(blocked[0], want, matmul_columns_are_independent())
 
 
 @pytest.mark.parametrize("rows", [1, FEW_ROWS, FEW_ROWS + 1, 40])
@@ -246,7 +245,5 @@ def test_token_tables_hold_what_the_previous_token_adds(case, matmul_dtype):
         got = decoder.stepper(weights)(token, states[0], memory)  # (logits, attention, state)
         want = decoder.stepper(plain_weights)(token, states[1], memory)
         for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-            if matmul_rows_are_independent():
-                np.testing.assert_array_equal(g, w)
+            assert_close_or_same(g, w, matmul_rows_are_independent())
         states, token = (got[2], want[2]), np.argmax(got[0], axis=-1)
