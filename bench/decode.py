@@ -11,11 +11,19 @@ up as a server on a small CPU would be (`--threads 2,1`: two ops at a time, one 
 Serving's `--tensorflow_inter_op_parallelism=2 --tensorflow_intra_op_parallelism=1`), with the
 share of TEST sentences it translates as the default process does.
 
+With `--peer EXPORT`, another system's SavedModel is timed in the same process, interleaved with
+ours (greedy batch 64 over TEST and single sentences, alternating, several rounds), so the two are
+compared on the same machine at the same time: its serving signature must take one string tensor
+`[batch]` and return `text` (as the 2021 TensorFlow tutorial's export does). The peer's export is
+made outside this repository. The comparison is under the key "peer" (and again under
+"one_thread_per_op").
+
 With `--bfloat16` and a run directory, the run is also exported with its decoder's matrix products
 in bfloat16 (`tfattn export --matmul-dtype bfloat16`, into a temporary directory) and measured the
 same way, under the key "bfloat16", with the share of TEST sentences it translates as float32 does.
 
-Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR [--bfloat16]   (e.g. the run of bench/quality.py)
+Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR [--peer EXPORT] [--bfloat16]
+(the model: e.g. the run of bench/quality.py)
 """
 
 import argparse
@@ -122,11 +130,43 @@ def measure(path, sources, refs, speed_only=False):
     return result, greedy_hyps
 
 
-def one_thread_per_op(path, hyps):
+def peer_signature(path):
+    """`fn(text=...)` for a peer export's serving signature with one string input, any name."""
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    (name,) = signature.structured_input_signature[1]
+    return lambda text: signature(**{name: text})
+
+
+def against_peer(ours, peer, texts, rounds=5, singles=60):
+    """Greedy batch-64 sentences/s (median of `rounds` passes over `texts`) and single-sentence
+    latency (`rounds * singles` sentences) of two signatures, measured in alternation."""
+    fns = {"ours": ours, "peer": peer}
+    rates, times = {n: [] for n in fns}, {n: [] for n in fns}
+    for fn in fns.values():
+        translate_all(fn, texts[:128], 64)  # warm up
+    for r in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            translate_all(fn, texts, 64)
+            rates[name].append(len(texts) / (time.perf_counter() - start))
+            for text in texts[r * singles : (r + 1) * singles]:
+                start = time.perf_counter()
+                fn(text=tf.constant([text]))["text"].numpy()
+                times[name].append(time.perf_counter() - start)
+    out = {n: {"greedy_sentences_per_s": round(float(np.median(rates[n])), 1),
+               "greedy_p50_ms": round(1000 * float(np.percentile(times[n], 50)), 2),
+               "greedy_p99_ms": round(1000 * float(np.percentile(times[n], 99)), 2)} for n in fns}
+    out["greedy_ratio"] = round(out["ours"]["greedy_sentences_per_s"] / out["peer"]["greedy_sentences_per_s"], 2)
+    out["rounds"] = rounds
+    return out
+
+
+def one_thread_per_op(path, hyps, peer=None):
     """The speed figures in a fresh process with `--threads 2,1`, and how many translations match."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "hyps.json")
-        run = subprocess.run([sys.executable, __file__, "--model", path, "--threads", "2,1", "--speed-only", out],
+        command = [sys.executable, __file__, "--model", path, "--threads", "2,1", "--speed-only", out]
+        run = subprocess.run(command + (["--peer", peer] if peer else []),
                              capture_output=True, text=True, check=True,
                              # (the environment too, for its own cold-start process)
                              env={**os.environ, "TF_NUM_INTEROP_THREADS": "2", "TF_NUM_INTRAOP_THREADS": "1"})
@@ -151,6 +191,9 @@ def main():
     parser.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                         help="TensorFlow's inter-op and intra-op thread counts for this process (default: "
                              "TensorFlow's); given, only this setting is measured")
+    parser.add_argument("--peer", metavar="EXPORT",
+                        help="also time this SavedModel (serving signature: one string input, output "
+                             "'text') in alternation with ours")
     parser.add_argument("--speed-only", metavar="HYPS_JSON",
                         help="measure speed only, and write the greedy translations to this file")
     args = parser.parse_args()
@@ -163,6 +206,9 @@ def main():
     test = spa.splits()["test"]
     sources, refs = [s for s, _ in test], [t for _, t in test]
     result, hyps = measure(path, sources, refs, speed_only=bool(args.speed_only))
+    if args.peer:
+        result["peer"] = {"export": args.peer,
+                          **against_peer(load(path).signatures["translate"], peer_signature(args.peer), sources)}
     threads_used = {"inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
                     "intra_op": tf.config.threading.get_intra_op_parallelism_threads()}  # 0: TensorFlow's default
     if args.speed_only:
@@ -173,7 +219,7 @@ def main():
     result = {"benchmark": "decode", "matmul_gflops": round(matmul_gflops(), 1), "n_test": len(test),
               "threads": threads_used, **result}
     if not args.threads:
-        result["one_thread_per_op"] = one_thread_per_op(path, hyps)
+        result["one_thread_per_op"] = one_thread_per_op(path, hyps, args.peer)
     if args.bfloat16:
         with tempfile.TemporaryDirectory() as tmp:
             bf16, bf16_hyps = measure(export_run(args.model, os.path.join(tmp, "export"), matmul_dtype="bfloat16"),

@@ -323,3 +323,22 @@ def test_keras_file_round_trip_in_a_functional_model(variant, scale, tmp_path):
     loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     for got, want in zip(loaded([query, value, key, MASK]), expected):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_bahdanau_score_of_one_query_step_is_a_handful_of_graph_nodes(normalize):
+    # A decoding loop scores one query step per iteration; every graph node costs there. The score
+    # is one batched product for W1 q, an add, a tanh and a multiply-sum over `units`: no reshapes
+    # or shape arithmetic (Dense on a 3-D input and tensordot added about 40).
+    import tensorflow as tf
+
+    attention = BahdanauAttention(units=8, normalize=normalize)
+    attention.build((None, 1, 4), (None, 5, 6))
+    scores = tf.function(attention._scores).get_concrete_function(
+        tf.TensorSpec([None, 1, 4]), tf.TensorSpec([None, None, 8]))
+    kinds = [op.type for op in scores.graph.get_operations()]
+    assert kinds.count("BatchMatMulV2") == 1
+    assert kinds.count("Tanh") == 1
+    assert kinds.count("Sum") == 1 + normalize  # the normalized variant also sums v * v for ||v||
+    for shape_work in ("Reshape", "Prod", "GatherV2", "Shape", "Transpose"):
+        assert shape_work not in kinds

@@ -84,3 +84,19 @@ def test_encoder_loop_equals_the_keras_layers(kind, bidirectional, num_layers, m
     np.testing.assert_allclose(outputs, keras_outputs, atol=1e-5)
     for name in state:
         np.testing.assert_allclose(state[name], keras_state[name], atol=1e-5)
+
+
+def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
+    # One step of a decoding or encoding loop: the gates are cut by sizes known while tracing, so
+    # no graph nodes work them out at every step (keras' split at an index added about 20).
+    import tensorflow as tf
+
+    layer = keras.layers.GRU(3)
+    layer.build((None, None, 2))
+    weights = rnn.cell_weights(layer.cell, "float32")
+    step = tf.function(lambda x, h: rnn.gru_step(x, h, weights)).get_concrete_function(
+        tf.TensorSpec([None, 9]), tf.TensorSpec([None, 3]))
+    kinds = [op.type for op in step.graph.get_operations()]
+    assert kinds.count("SplitV") == 2 and kinds.count("Split") == 1
+    assert "StridedSlice" not in kinds and "Sub" in kinds  # `1 - z` is the only subtraction
+    assert kinds.count("Sub") == 1

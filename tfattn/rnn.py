@@ -82,9 +82,11 @@ def gru_step(gates_x, h, weights):
     """One GRU step: `gates_x (batch, 3u)`, `h (batch, u)` -> the new `h (batch, u)`."""
     gates_h = matmul(h, weights["recurrent_kernel"]) + weights["recurrent_bias"]  # (batch, 3u)
     units = weights["recurrent_kernel"].shape[0]
-    x_zr, x_h = ops.split(gates_x, [2 * units], axis=-1)  # (batch, 2u), (batch, u)
-    h_zr, h_h = ops.split(gates_h, [2 * units], axis=-1)
-    z, r = ops.split(ops.sigmoid(x_zr + h_zr), 2, axis=-1)  # (batch, u) each
+    # tf.split with both sizes: one graph node (keras' split at an index adds about 20 that work out
+    # the sizes, at every step of a loop).
+    x_zr, x_h = tf.split(gates_x, [2 * units, units], axis=-1)  # (batch, 2u), (batch, u)
+    h_zr, h_h = tf.split(gates_h, [2 * units, units], axis=-1)
+    z, r = tf.split(ops.sigmoid(x_zr + h_zr), 2, axis=-1)  # (batch, u) each
     candidate = ops.tanh(x_h + r * h_h)  # (batch, u)
     return z * h + (1.0 - z) * candidate
 
