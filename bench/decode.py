@@ -76,14 +76,23 @@ def throughput(fn, texts, **inputs):
     return len(texts) / (time.perf_counter() - start), hyps
 
 
-def latency(fn, texts, n=300):
+def single_sentence_times(fn, texts):
+    """Seconds per call of `fn` on each of `texts` alone."""
     times = []
-    for text in texts[:n]:
+    for text in texts:
         start = time.perf_counter()
         fn(text=tf.constant([text]))["text"].numpy()
         times.append(time.perf_counter() - start)
+    return times
+
+
+def percentiles_ms(times):
     return {"p50_ms": round(1000 * float(np.percentile(times, 50)), 2),
             "p99_ms": round(1000 * float(np.percentile(times, 99)), 2)}
+
+
+def latency(fn, texts, n=300):
+    return percentiles_ms(single_sentence_times(fn, texts[:n]))
 
 
 def padding_differences(fn, texts, **inputs):
@@ -149,20 +158,17 @@ def against_peer(ours, peer, texts, rounds=5, singles=60):
             start = time.perf_counter()
             translate_all(fn, texts, 64)
             rates[name].append(len(texts) / (time.perf_counter() - start))
-            for text in texts[r * singles : (r + 1) * singles]:
-                start = time.perf_counter()
-                fn(text=tf.constant([text]))["text"].numpy()
-                times[name].append(time.perf_counter() - start)
+            times[name] += single_sentence_times(fn, texts[r * singles : (r + 1) * singles])
     out = {n: {"greedy_sentences_per_s": round(float(np.median(rates[n])), 1),
-               "greedy_p50_ms": round(1000 * float(np.percentile(times[n], 50)), 2),
-               "greedy_p99_ms": round(1000 * float(np.percentile(times[n], 99)), 2)} for n in fns}
+               "greedy_latency": percentiles_ms(times[n])} for n in fns}
     out["greedy_ratio"] = round(out["ours"]["greedy_sentences_per_s"] / out["peer"]["greedy_sentences_per_s"], 2)
     out["rounds"] = rounds
     return out
 
 
 def one_thread_per_op(path, hyps, peer=None):
-    """The speed figures in a fresh process with `--threads 2,1`, and how many translations match."""
+    """The speed figures in a fresh process with `--threads 2,1` (with the `peer` comparison if one is
+    given), and how many translations match."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "hyps.json")
         command = [sys.executable, __file__, "--model", path, "--threads", "2,1", "--speed-only", out]
