@@ -76,7 +76,8 @@ def test_encoder_loop_equals_the_keras_layers(kind, bidirectional, num_layers, m
     """The encoder runs `rnn.run_masked` on a CPU and the Keras layers on a GPU: same outputs and state."""
     keras.utils.set_random_seed(1)
     encoder = Encoder(11, 4, 6, rnn=kind, bidirectional=bidirectional, num_layers=num_layers)
-    source = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8], [9, 0, 0, 0, 0]])
+    # The last row has padding between its tokens: each direction skips it, as the Keras layers do.
+    source = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8], [9, 0, 0, 0, 0], [4, 0, 6, 2, 0]])
     outputs, state, _ = encoder(source)
     assert np.all(outputs.numpy()[source == 0] == 0.0)  # padding positions output zeros
     monkeypatch.setattr("tfattn.rnn.prefer_keras_layers", lambda: True)
@@ -100,3 +101,24 @@ def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
     assert kinds.count("SplitV") == 2 and kinds.count("Split") == 1
     assert "StridedSlice" not in kinds
     assert kinds.count("Sub") == 1  # `1 - z`, and no size arithmetic
+
+
+@pytest.mark.parametrize("kind,gates", [("gru", 3), ("lstm", 4)])
+def test_both_directions_step_as_one_chain_with_one_batched_matmul(kind, gates):
+    # The loop body of a bidirectional encoder steps both directions on stacked tensors: one
+    # BatchMatMulV2 of (2, batch, units) by (2, units, gates * units), no MatMul, one read of the
+    # inputs and of the mask, one write of the outputs.
+    import tensorflow as tf
+
+    encoder = Encoder(11, 4, 6, rnn=kind)
+    encoder(np.array([[5, 6, 0]]))
+    fn = tf.function(lambda source: encoder(source)[0]).get_concrete_function(tf.TensorSpec([None, None], tf.int32))
+    bodies = [f for f in fn.graph.as_graph_def().library.function if "while_body" in f.signature.name]
+    assert len(bodies) == 1
+    kinds = [node.op for node in bodies[0].node_def]
+    assert kinds.count("BatchMatMulV2") == 1 and kinds.count("MatMul") == 0
+    assert kinds.count("TensorListGetItem") == 2 and kinds.count("TensorListSetItem") == 1
+    # The recurrent kernels of both directions (3 units each), stacked once, outside the loop.
+    stacked = [op for op in fn.graph.get_operations() if op.type == "Pack"
+               and op.outputs[0].shape.as_list() == [2, 3, gates * 3]]
+    assert len(stacked) == 1
