@@ -168,9 +168,9 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
     stored = {k: [b.numpy() for b in v] if k == "logits_blocks" else v.numpy() for k, v in loaded.decoding_weights.items()}
     assert set(stored) == {"gates_table", "kernel_rest", "recurrent_kernel", "recurrent_bias", "hidden_kernel",
                            "logits_blocks", "logits_bias"}
-    # The vocabulary projection in four column blocks, in order.
+    # The vocabulary projection in two column blocks, in order.
     kernel = decoder.logits_dense.kernel.numpy()  # (units, vocab)
-    assert len(stored["logits_blocks"]) == 4
+    assert len(stored["logits_blocks"]) == 2
     np.testing.assert_array_equal(np.concatenate(stored["logits_blocks"], axis=1), kernel)
     # The embedding's share of the GRU's gates for every token, the input bias included.
     emb = decoder.embedding_dim

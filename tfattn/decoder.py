@@ -168,8 +168,10 @@ class Decoder(keras.layers.Layer):
             logits_blocks: int. Cut the vocabulary projection's kernel into this many column blocks
                 (`"logits_blocks"`, a list, in place of `"logits_kernel"`), which `stepper` projects
                 with as independent ops. For a few rows the projection is a matrix-vector product
-                whose time goes to reading its 5 MB kernel (at 5,000 words), and on a 2-core CPU four
-                blocks take about half as long (0.12 against 0.25-0.30 ms for one row). For a batch
+                whose time goes to reading its 5 MB kernel (at 5,000 words); on a 2-core CPU with one
+                thread per op, two blocks take about two thirds of the time, read on both cores (with
+                TensorFlow's default threads, which split every product, they gain nothing; see
+                `tfattn.serving.LOGITS_BLOCKS` for the figures). For a batch
                 they are slower than one product (an export's beam 4 at batch 64 by 6-7%, greedy the
                 same within noise), so a step given both (the export's beam search) chooses by its
                 number of rows; the choice, a `tf.cond` at every step, cost greedy single sentences
