@@ -41,6 +41,39 @@ def test_translate_arguments_and_stdin(exported_dates, tmp_path):
     assert by_stdin.stdout == by_args.stdout
 
 
+def test_translate_with_threads_sets_them_and_translates_the_same(exported_dates):
+    # In a fresh process, as the command runs: the counts reach TensorFlow, the outputs do not change.
+    script = ("import sys, tensorflow as tf; from tfattn.cli import main; main(sys.argv[1:]); "
+              "print(tf.config.threading.get_inter_op_parallelism_threads(), "
+              "tf.config.threading.get_intra_op_parallelism_threads())")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    run = lambda *flags: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", script, "translate", "--model", exported_dates, "5 march 2019", *flags],
+        capture_output=True, text=True, env=env, timeout=600)
+    default, one_per_op = run(), run("--threads", "2,1")
+    assert default.returncode == 0 and one_per_op.returncode == 0, one_per_op.stderr
+    assert default.stdout.splitlines()[-1] == "0 0"
+    assert one_per_op.stdout.splitlines()[-1] == "2 1"
+    assert one_per_op.stdout.splitlines()[0] == default.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("value", ["2", "2,x", "-1,1", "1,2,3"])
+def test_threads_takes_two_counts(value):
+    result = tfattn("translate", "--model", "any", f"--threads={value}", "hola")  # parsed before any use
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--threads" in result.stderr and "expected two counts >= 0 as INTER,INTRA" in result.stderr
+
+
+def test_threads_after_tensorflow_started_is_a_clear_error():
+    import tensorflow as tf
+
+    from tfattn.cli import set_threads
+
+    tf.constant(1.0) + 1.0  # TensorFlow runs an op: its thread pools exist from now on
+    with pytest.raises(ValueError, match="--threads must be set before TensorFlow runs anything"):
+        set_threads((2, 1))
+
+
 def test_demo_trains_exports_reloads_and_reports(tmp_path):
     result = tfattn("demo", "--n-train", "1500", "--n-test", "40", "--epochs", "1", "--out-dir",
                     str(tmp_path), "--quiet", "--attention", "bahdanau")
