@@ -102,23 +102,3 @@ def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
     assert "StridedSlice" not in kinds
     assert kinds.count("Sub") == 1  # `1 - z`, and no size arithmetic
 
-
-@pytest.mark.parametrize("kind,gates", [("gru", 3), ("lstm", 4)])
-def test_both_directions_step_as_one_chain_with_one_batched_matmul(kind, gates):
-    # The loop body of a bidirectional encoder steps both directions on stacked tensors: one
-    # BatchMatMulV2 of (2, batch, units) by (2, units, gates * units), no MatMul, one read of the
-    # inputs and of the mask, one write of the outputs.
-    import tensorflow as tf
-
-    encoder = Encoder(11, 4, 6, rnn=kind)
-    encoder(np.array([[5, 6, 0]]))
-    fn = tf.function(lambda source: encoder(source)[0]).get_concrete_function(tf.TensorSpec([None, None], tf.int32))
-    bodies = [f for f in fn.graph.as_graph_def().library.function if "while_body" in f.signature.name]
-    assert len(bodies) == 1
-    kinds = [node.op for node in bodies[0].node_def]
-    assert kinds.count("BatchMatMulV2") == 1 and kinds.count("MatMul") == 0
-    assert kinds.count("TensorListGetItem") == 2 and kinds.count("TensorListSetItem") == 1
-    # The recurrent kernels of both directions (3 units each), stacked once, outside the loop.
-    stacked = [op for op in fn.graph.get_operations() if op.type == "Pack"
-               and op.outputs[0].shape.as_list() == [2, 3, gates * 3]]
-    assert len(stacked) == 1

@@ -5,7 +5,7 @@ loop starts, and the decoder most of its input (the target embeddings), so they 
 steps in one matmul and pass each step only its share (`gates_x`); what is known only inside the
 decoder's loop (the attention context, the fed attentional vector) adds its own share. The steps
 below then do the recurrent half, and `run_masked` runs them over padded sequences, both directions
-of a bidirectional encoder stacked in one loop. Measured on a 2-core CPU: greedy serving about 10% faster
+of a bidirectional encoder in one loop. Measured on a 2-core CPU: greedy serving about 10% faster
 and single-sentence latency about 15% lower than through the Keras layers. In training, a GRU runs
 these same steps in `tfattn.loops`, with their backward pass written out. On a GPU
 (`prefer_keras_layers`) the encoder and the Luong decoder without input feeding use the Keras
@@ -81,7 +81,7 @@ def project_inputs(weights, x):
 def gru_step(gates_x, h, weights):
     """One GRU step: `gates_x (batch, 3u)`, `h (batch, u)` -> the new `h (batch, u)`."""
     gates_h = matmul(h, weights["recurrent_kernel"]) + weights["recurrent_bias"]  # (batch, 3u)
-    units = weights["recurrent_kernel"].shape[-2]  # (units, 3u), or (d, units, 3u) stacked
+    units = weights["recurrent_kernel"].shape[0]
     # tf.split with both sizes: one graph node (keras' split at an index adds about 20 that work out
     # the sizes, at every step of a loop).
     x_zr, x_h = tf.split(gates_x, [2 * units, units], axis=-1)  # (batch, 2u), (batch, u)
@@ -109,22 +109,19 @@ def step(kind, gates_x, state, weights):
 
 
 def run_masked(kind, directions, mask, training=False):
-    """Runs RNNs over padded sequences, all in one `tf.while_loop`, skipping padding.
+    """Runs RNNs over right-padded sequences, all in one `tf.while_loop`, skipping padding.
 
-    The directions of a bidirectional encoder step together, as one chain of ops on tensors stacked
-    along a leading axis `(directions, batch, ...)`: one batched matmul per step for both recurrent
-    products, one op for each gate. A reverse direction reads its inputs reversed up to each
-    sentence's last real token (`tf.reverse_sequence`), so that step `i` of every direction is a
-    step forward in time; its outputs are reversed back. Against two chains of ops, one per
-    direction, single sentences through an export on a 2-core CPU took 2-3% less time with
-    TensorFlow's default threads (which make every small matmul cost more, and two of them at
-    once more still) and about 1% less with one thread per op (paired timings, 150 sentences).
+    A bidirectional encoder passes two directions: their steps are independent, so the two chains
+    of small ops in each iteration can run on two cores at once. (Stepping them as one chain on
+    stacked tensors, one batched matmul per step, was measured on a 2-core CPU through the spa-eng
+    export: one sentence 2-3% faster, but greedy batches of 64 4% slower with one thread per op and
+    7% slower with TensorFlow's default threads, in paired timings; not kept.)
 
     Args:
         kind: `"gru"` or `"lstm"`.
         directions: list of `(gates_x, weights, reverse)`: `gates_x (batch, t, gates * units)` from
-            `project_inputs`, `weights` from `cell_weights` (all directions the same sizes), and
-            whether to read the sequence from its end.
+            `project_inputs`, `weights` from `cell_weights`, and whether to read the sequence from
+            its end.
         mask: bool `(batch, t)`, `False` on padding. A padding step leaves the state as it was and
             outputs zeros, so the reverse direction starts at each sentence's last real token.
         training: bool. If True, a GRU runs in `loops.gru`: the same steps with their backward
@@ -138,44 +135,23 @@ def run_masked(kind, directions, mask, training=False):
     if kind == "gru" and training:
         results = loops.gru([(g, h0, w, reverse) for (g, w, reverse), h0 in zip(directions, zeros)], mask)
         return [outputs for outputs, _ in results], [{"h": h} for _, h in results]
-    # 1. Stack the directions, each in its reading order: (d, batch, t, ...).
-    ends = _real_ends(mask)  # (batch,) a reverse direction reads [0, end) backwards
-    in_order = lambda x, reverse: tf.reverse_sequence(x, ends, seq_axis=1, batch_axis=0) if reverse else x  # noqa: E731
-    gates_x = tf.stack([in_order(g, reverse) for g, _, reverse in directions])  # (d, batch, t, gates * units)
-    masks = tf.stack([in_order(mask, reverse) for _, _, reverse in directions])  # (d, batch, t)
-    weights = _stacked([w for _, w, _ in directions])
-    # 2. Step all directions at once, time-major.
     t_max = tf.shape(mask)[1]
-    time_major = lambda x: tf.transpose(x, [2, 0, 1, *range(3, x.shape.rank)])  # noqa: E731
-    masks = tf.TensorArray(tf.bool, size=t_max).unstack(time_major(masks))  # t x (d, batch)
-    inputs = tf.TensorArray(gates_x.dtype, size=t_max).unstack(time_major(gates_x))  # t x (d, batch, g)
-    h0 = tf.stack(zeros)  # (d, batch, units)
-    state = {"h": h0} if kind == "gru" else {"h": h0, "c": h0}
-    outputs = tf.TensorArray(gates_x.dtype, size=t_max)
+    time_major = lambda x: tf.transpose(x, [1, 0, *range(2, x.shape.rank)])  # noqa: E731
+    masks = tf.TensorArray(tf.bool, size=t_max, clear_after_read=False).unstack(time_major(mask))  # t x (batch,)
+    inputs = [tf.TensorArray(g.dtype, size=t_max).unstack(time_major(g)) for g, _, _ in directions]
+    states = [{"h": h0} if kind == "gru" else {"h": h0, "c": h0} for h0 in zeros]
+    arrays = [tf.TensorArray(gates_x.dtype, size=t_max) for gates_x, _, _ in directions]
 
-    def body(i, state, outputs):
-        real = masks.read(i)[:, :, None]  # (d, batch, 1)
-        h, stepped = step(kind, inputs.read(i), state, weights)  # (d, batch, units)
-        state = {k: tf.where(real, stepped[k], state[k]) for k in state}
-        return i + 1, state, outputs.write(i, tf.where(real, h, tf.zeros_like(h)))
+    def body(i, states, arrays):
+        new_states, new_arrays = [], []
+        for (_, weights, reverse), x, state, array in zip(directions, inputs, states, arrays):
+            t = t_max - 1 - i if reverse else i
+            real = masks.read(t)[:, None]  # (batch, 1)
+            h, stepped = step(kind, x.read(t), state, weights)
+            new_states.append({k: tf.where(real, stepped[k], state[k]) for k in state})
+            new_arrays.append(array.write(t, tf.where(real, h, tf.zeros_like(h))))
+        return i + 1, new_states, new_arrays
 
-    _, state, outputs = tf.while_loop(lambda i, *_: i < t_max, body, (tf.constant(0), state, outputs),
+    _, states, arrays = tf.while_loop(lambda i, *_: i < t_max, body, (tf.constant(0), states, arrays),
                                       maximum_iterations=t_max)
-    # 3. Back to batch-major, each direction in time order.
-    outputs = tf.transpose(outputs.stack(), [1, 2, 0, 3])  # (d, batch, t, units)
-    return ([in_order(outputs[k], reverse) for k, (_, _, reverse) in enumerate(directions)],
-            [{key: value[k] for key, value in state.items()} for k in range(len(directions))])
-
-
-def _real_ends(mask):
-    """`(batch, t)` bool -> `(batch,)` int32: one past each row's last `True` (0 if none)."""
-    positions = tf.range(1, tf.shape(mask)[1] + 1)[None, :]  # (1, t)
-    return tf.reduce_max(tf.where(mask, positions, 0), axis=1)
-
-
-def _stacked(weights):
-    """The recurrent weights of several directions, stacked for batched steps: `recurrent_kernel`
-    `(d, units, gates * units)`, `recurrent_bias` `(d, 1, gates * units)` (None for an LSTM)."""
-    bias = weights[0]["recurrent_bias"]
-    return {"recurrent_kernel": tf.stack([w["recurrent_kernel"] for w in weights]),
-            "recurrent_bias": None if bias is None else tf.stack([w["recurrent_bias"] for w in weights])[:, None, :]}
+    return [time_major(a.stack()) for a in arrays], states
