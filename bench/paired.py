@@ -1,0 +1,89 @@
+"""Paired timings of several SavedModels on spa-eng TEST: single sentences and greedy batches of 64.
+
+On a VM whose speed drifts by ±20% from minute to minute, separate runs cannot tell a 5% change.
+Here, for every TEST sentence (and every batch of 64), each export is called in turn, in a shuffled
+order, over several rounds; each call's time is divided by the first export's time for the same
+input in the same round, and the median of these ratios is reported. Prints one JSON object; per
+export: `p50_ms` (median over sentences of the fastest round), `sentences_per_s` (TEST over the sum
+of each batch's fastest round), and `time_ratio_*` (below 1: faster than the first export).
+
+Each export's serving signature must take one string tensor `[batch]` and return `text` (ours and
+the 2021 tutorial's do).
+
+Usage: python bench/paired.py [--threads 2,1] [--rounds 5] [--sentences 150] NAME=EXPORT NAME=EXPORT ...
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from decode import peer_signature, threads  # noqa: E402  (also quiets TensorFlow)
+from machine import matmul_gflops  # noqa: E402
+import numpy as np  # noqa: E402
+import spa  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+
+def paired_times(fns, inputs, rounds, seed=0):
+    """`{name: (rounds, len(inputs)) seconds}`, every input given to every function in turn."""
+    times = {name: np.zeros((rounds, len(inputs))) for name in fns}
+    order, rng = list(fns), random.Random(seed)
+    for r in range(rounds):
+        for i, x in enumerate(inputs):
+            rng.shuffle(order)
+            for name in order:
+                start = time.perf_counter()
+                fns[name](tf.constant(x))["text"].numpy()
+                times[name][r, i] = time.perf_counter() - start
+    return times
+
+
+def ratios(times):
+    """Median over rounds and inputs of each export's time over the first export's."""
+    first = next(iter(times))
+    return {name: round(float(np.median(t / times[first])), 3) for name, t in times.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("exports", nargs="+", metavar="NAME=EXPORT")
+    parser.add_argument("--threads", type=threads, metavar="INTER,INTRA",
+                        help="TensorFlow's inter-op and intra-op thread counts (default: TensorFlow's)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sentences", type=int, default=150, help="TEST sentences timed alone")
+    args = parser.parse_args()
+    if args.threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads[0])
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads[1])
+    import tensorflow_text  # noqa: F401  (the text ops of the exports)
+
+    fns = dict(spec.split("=", 1) for spec in args.exports)
+    fns = {name: peer_signature(path) for name, path in fns.items()}
+    texts = [source for source, _ in spa.splits()["test"]]
+    singles = [[text] for text in texts[: args.sentences]]
+    batches = [texts[i : i + 64] for i in range(0, len(texts), 64)]
+    for fn in fns.values():  # warm up
+        for x in batches[:2] + singles[:10]:
+            fn(tf.constant(x))
+    one = paired_times(fns, singles, args.rounds)
+    many = paired_times(fns, batches, args.rounds)
+    first = next(iter(fns))
+    print(json.dumps({
+        "benchmark": "paired", "matmul_gflops": round(matmul_gflops(), 1), "rounds": args.rounds,
+        "threads": dict(zip(("inter_op", "intra_op"), args.threads or (0, 0))),
+        "single_sentence": {name: {"p50_ms": round(1000 * float(np.median(t.min(axis=0))), 2),
+                                   f"time_ratio_to_{first}": ratio}
+                            for (name, t), ratio in zip(one.items(), ratios(one).values())},
+        "greedy_batch_64": {name: {"sentences_per_s": round(len(texts) / float(t.min(axis=0).sum()), 1),
+                                   f"time_ratio_to_{first}": ratio}
+                            for (name, t), ratio in zip(many.items(), ratios(many).values())},
+    }))
+
+
+if __name__ == "__main__":
+    main()
