@@ -105,9 +105,19 @@ def test_char_level_splits_characters_and_keeps_one_space(text, expected):
 
 def test_start_and_end_markers_are_added():
     tok = Tokenizer(["a", "b"], level="word")
-    assert tok.tokenize(["a b", "b"]).to_list() == [
+    assert tok.tokenize(["a b", "b", "", "b a b"], max_length=4).to_list() == [
         [b"[START]", b"a", b"b", b"[END]"],
         [b"[START]", b"b", b"[END]"],
+        [b"[START]", b"[END]"],  # an empty row between others
+        [b"[START]", b"b", b"a", b"[END]"],  # truncated before the markers go in
+    ]
+
+
+def test_detokenize_skips_markers_between_words_and_leaves_no_extra_spaces():
+    tok = Tokenizer.adapt(TINY)  # ids: cat 4, the 5, a 6, dog 7
+    assert tok.detokenize([[5, 0, 2, 4, 3, 0, 7], [0, 0, 0, 0, 0, 0, 0]]).numpy().tolist() == [
+        b"the cat dog",  # padding and markers anywhere are dropped with their separators
+        b"",
     ]
 
 

@@ -214,12 +214,15 @@ class Tokenizer(tf.Module):
     def detokenize(self, ids):
         """Int ids `(batch, t)` -> `(batch,)` readable strings; padding and markers are dropped."""
         ids = tf.cast(ids, tf.int32)
-        keep = tf.ragged.boolean_mask(ids, (ids == UNK_ID) | (ids > END_ID))  # drop pad, [START], [END]
-        tokens = tf.ragged.map_flat_values(self.ids_to_tokens, keep)
+        # Dense, not ragged: 27 graph nodes instead of 138, which every translation pays for;
+        # padding and markers become "", then their extra separators go.
+        keep = (ids == UNK_ID) | (ids > END_ID)  # (batch, t)
+        tokens = tf.where(keep, self.ids_to_tokens(ids), "")
         if self.level == "char":
             text = tf.strings.reduce_join(tokens, axis=-1)
-        else:
+        else:  # words and pieces hold no spaces, so runs of them are separators only
             text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+            text = tf.strings.strip(tf.strings.regex_replace(text, " {2,}", " "))
             if self.level == "wordpiece":  # "un ##able" -> "unable" (a stray "##" at the start goes too)
                 text = tf.strings.regex_replace(text, f"(^| ){SUFFIX}", "")
             text = attach_punctuation(text)
