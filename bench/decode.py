@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tfattn.cli import find_export  # noqa: E402
+from tfattn.cli import find_export, set_threads, threads  # noqa: E402
 from tfattn.runs import export_run  # noqa: E402
 from tfattn.serving import load  # noqa: E402
 
@@ -139,8 +139,9 @@ def measure(path, sources, refs, speed_only=False):
     return result, greedy_hyps
 
 
-def peer_signature(path):
-    """`fn(text=...)` for a peer export's serving signature with one string input, any name."""
+def serving_fn(path):
+    """`fn(text)` for an export's serving signature with one string input, whatever its name (ours,
+    or a peer's)."""
     signature = tf.saved_model.load(path).signatures["serving_default"]
     (name,) = signature.structured_input_signature[1]
     return lambda text: signature(**{name: text})
@@ -183,11 +184,6 @@ def one_thread_per_op(path, hyps, peer=None):
     return result
 
 
-def threads(value):
-    inter, intra = (int(n) for n in value.split(","))
-    return inter, intra
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a run or export directory of a spa-eng model")
@@ -204,8 +200,7 @@ def main():
                         help="measure speed only, and write the greedy translations to this file")
     args = parser.parse_args()
     if args.threads:
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads[0])
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads[1])
+        set_threads(args.threads)
     if args.bfloat16 and not os.path.isfile(os.path.join(args.model, "config.json")):
         parser.error(f"--bfloat16 needs a run directory (with config.json). Received: --model {args.model}")
     path = find_export(args.model)
@@ -214,7 +209,7 @@ def main():
     result, hyps = measure(path, sources, refs, speed_only=bool(args.speed_only))
     if args.peer:
         result["peer"] = {"export": args.peer,
-                          **against_peer(load(path).signatures["translate"], peer_signature(args.peer), sources)}
+                          **against_peer(load(path).signatures["translate"], serving_fn(args.peer), sources)}
     threads_used = {"inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
                     "intra_op": tf.config.threading.get_intra_op_parallelism_threads()}  # 0: TensorFlow's default
     if args.speed_only:

@@ -22,11 +22,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from decode import peer_signature, threads  # noqa: E402  (also quiets TensorFlow)
+from decode import serving_fn  # noqa: E402  (also quiets TensorFlow)
 from machine import matmul_gflops  # noqa: E402
 import numpy as np  # noqa: E402
 import spa  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from tfattn.cli import set_threads, threads  # noqa: E402
 
 
 def paired_times(fns, inputs, rounds, seed=0):
@@ -43,10 +45,12 @@ def paired_times(fns, inputs, rounds, seed=0):
     return times
 
 
-def ratios(times):
-    """Median over rounds and inputs of each export's time over the first export's."""
+def summary(times, figure):
+    """Per export: `figure(fastest round per input, seconds)` and the median over rounds and inputs
+    of its time over the first export's."""
     first = next(iter(times))
-    return {name: round(float(np.median(t / times[first])), 3) for name, t in times.items()}
+    return {name: {**figure(t.min(axis=0)), f"time_ratio_to_{first}": round(float(np.median(t / times[first])), 3)}
+            for name, t in times.items()}
 
 
 def main():
@@ -58,12 +62,10 @@ def main():
     parser.add_argument("--sentences", type=int, default=150, help="TEST sentences timed alone")
     args = parser.parse_args()
     if args.threads:
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads[0])
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads[1])
+        set_threads(args.threads)
     import tensorflow_text  # noqa: F401  (the text ops of the exports)
 
-    fns = dict(spec.split("=", 1) for spec in args.exports)
-    fns = {name: peer_signature(path) for name, path in fns.items()}
+    fns = {name: serving_fn(path) for name, path in (spec.split("=", 1) for spec in args.exports)}
     texts = [source for source, _ in spa.splits()["test"]]
     singles = [[text] for text in texts[: args.sentences]]
     batches = [texts[i : i + 64] for i in range(0, len(texts), 64)]
@@ -72,16 +74,11 @@ def main():
             fn(tf.constant(x))
     one = paired_times(fns, singles, args.rounds)
     many = paired_times(fns, batches, args.rounds)
-    first = next(iter(fns))
     print(json.dumps({
         "benchmark": "paired", "matmul_gflops": round(matmul_gflops(), 1), "rounds": args.rounds,
         "threads": dict(zip(("inter_op", "intra_op"), args.threads or (0, 0))),
-        "single_sentence": {name: {"p50_ms": round(1000 * float(np.median(t.min(axis=0))), 2),
-                                   f"time_ratio_to_{first}": ratio}
-                            for (name, t), ratio in zip(one.items(), ratios(one).values())},
-        "greedy_batch_64": {name: {"sentences_per_s": round(len(texts) / float(t.min(axis=0).sum()), 1),
-                                   f"time_ratio_to_{first}": ratio}
-                            for (name, t), ratio in zip(many.items(), ratios(many).values())},
+        "single_sentence": summary(one, lambda best: {"p50_ms": round(1000 * float(np.median(best)), 2)}),
+        "greedy_batch_64": summary(many, lambda best: {"sentences_per_s": round(len(texts) / float(best.sum()), 1)}),
     }))
 
 
