@@ -194,3 +194,30 @@ def test_greedy_in_row_slices_equals_one_loop(dates_translator, dates_data):
 def test_decode_config_refuses_bad_slices(slices):
     with pytest.raises(ValueError, match=f"slices must be an int >= 1. Received: slices={slices!r}"):
         DecodeConfig(slices=slices)
+
+
+@pytest.mark.parametrize("end_after, extra, expected_length", [(3, 10, 3), (9, 0, 6)])
+def test_one_sentence_takes_its_own_loop_and_stops_at_end_or_its_limit(end_after, extra, expected_length):
+    # One sentence of 3 source tokens: limit = 2 * 3 + extra. It ends after `end_after` tokens, or at
+    # its limit of 6 tokens (extra 0), whose last one is then [END].
+    model = CountdownModel()
+    out = greedy(model, tf.constant([[START_ID, 7, end_after]]), DecodeConfig(max_length=20, ratio=2.0, extra=extra))
+    assert out["length"].numpy().tolist() == [expected_length]
+    assert out["ids"].numpy().tolist() == [[7] * (expected_length - 1) + [END_ID]]
+    np.testing.assert_array_equal(out["attention"].numpy()[0], np.eye(4)[np.arange(expected_length) % 4])
+    assert model.rows_seen == [1] * expected_length  # one row a step, no step after [END]
+
+
+def test_one_sentence_loop_gives_the_batch_loops_outputs(bahdanau_translator, dates_data):
+    """`greedy` decodes a batch of one by `_decode_one`; `_decode`, the batch loop, agrees with it."""
+    from tfattn.decoding import _argmax, _decode
+
+    config = DecodeConfig(max_length=14)
+    one = make_greedy_fn(bahdanau_translator.model, config)
+    batch_loop = tf.function(lambda source: _decode(bahdanau_translator.model, source, config, _argmax))
+    for text, _ in dates_data[1][:12]:
+        source = source_ids(bahdanau_translator, [text])
+        got, expected = one(source), batch_loop(source)
+        for key in ("ids", "length"):
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+        np.testing.assert_allclose(got["attention"], expected["attention"], atol=1e-6)

@@ -102,3 +102,21 @@ def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
     assert "StridedSlice" not in kinds
     assert kinds.count("Sub") == 1  # `1 - z`, and no size arithmetic
 
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind):
+    """In inference `run_masked` steps a batch without padding without reading masks: same results."""
+    import tensorflow as tf
+
+    cells = [built_cell(kind, 5, 4), built_cell(kind, 5, 4)]
+    x = np.random.default_rng(2).normal(size=(2, 3, 5)).astype("float32")
+    directions = [(rnn.project_inputs(w, x), w, reverse)
+                  for w, reverse in zip([rnn.cell_weights(c, "float32") for c in cells], (False, True))]
+    mask = tf.ones([2, 3], tf.bool)
+    zeros = [tf.zeros([2, 4])] * 2
+    got = tf.function(lambda: rnn.run_masked(kind, directions, mask))()
+    expected = rnn._loop(kind, directions, mask, zeros, masked=True)
+    for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(expected)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(got[0][1][:, 0], got[1][1]["h"], atol=1e-6)  # backward: ends at position 0

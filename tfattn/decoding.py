@@ -20,6 +20,10 @@ that of the unfinished ones (on spa-eng at batch 64: greedy +20%, beam 4 +50%).
 
 A batch of 32 sentences or more is decoded as two row slices, two loops that run at the same time
 on a 2-core CPU (`DecodeConfig.slices`), with the same outputs.
+
+A batch of one sentence, the shape a server answers most, has a leaner loop of its own
+(`_decode_one`: no rows to drop or put back; 113 graph nodes a step against 157 and a 48-node cond),
+chosen with `branch.cond` so that the batch loops it skips cost nothing.
 """
 
 import dataclasses
@@ -28,6 +32,7 @@ import typing
 import numpy as np
 import tensorflow as tf
 
+from tfattn import branch
 from tfattn.text import END_ID, PAD_ID, START_ID
 
 
@@ -77,8 +82,7 @@ def greedy(model, source, config=None):
         `attention` float32 `(batch, t_out, t_in)`, zero rows after `[END]`; `length` int32
         `(batch,)`, the number of output tokens, `[END]` included.
     """
-    config = config or DecodeConfig()
-    return _in_slices(lambda rows: _decode(model, rows, config, _argmax), source, config, _GREEDY_OUTPUTS)
+    return _one_or_many(model, source, config or DecodeConfig(), _argmax)
 
 
 _GREEDY_OUTPUTS = {"ids": 1, "attention": 1, "length": None}  # name: output-time axis
@@ -93,8 +97,43 @@ def _argmax(t, logits):
                    lambda: tf.argmax(_only_outputs(logits), axis=-1, output_type=tf.int32))
 
 
+def _one_or_many(model, source, config, choose):
+    """`greedy` and `sample`: one sentence by `_decode_one`, a batch by `_decode` (in slices); the
+    outputs are the same (a test checks it), one sentence is about 5% faster (`tfattn.branch`)."""
+    source = tf.convert_to_tensor(source, tf.int32)
+    return branch.cond(tf.shape(source)[0] == 1, lambda: _decode_one(model, source, config, choose),
+                       lambda: _in_slices(lambda rows: _decode(model, rows, config, choose), source, config,
+                                          _GREEDY_OUTPUTS))
+
+
+def _decode_one(model, source, config, choose):
+    """`_decode` for a batch of one sentence, with the same outputs.
+
+    Nothing leaves the batch or goes back to its place, so the loop carries only the step number,
+    the token, the state and the outputs, and it stops at `[END]`.
+    """
+    memory, state = model.encode(source)
+    step = _stepper(model)
+    ids_ta = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None])
+    attn_ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[None, None])
+    limit = length_limits(source, config)  # (1,)
+
+    def body(t, token, state, ids_ta, attn_ta):
+        logits, weights, state = step(token, state, memory)  # (1, vocab), (1, t_in)
+        token = choose(t, tf.cast(logits, tf.float32))  # (1,)
+        token = tf.where(t + 1 >= limit, END_ID, token)  # the last allowed token is [END]
+        return t + 1, token, state, ids_ta.write(t, token), attn_ta.write(t, tf.cast(weights, tf.float32))
+
+    loop_vars = (tf.constant(0), tf.fill([1], START_ID), state, ids_ta, attn_ta)
+    *_, ids_ta, attn_ta = tf.while_loop(
+        lambda t, token, *_: tf.not_equal(token[0], END_ID), body, loop_vars,
+        shape_invariants=_any_size(loop_vars), maximum_iterations=config.max_length,
+    )
+    return _stack(ids_ta, attn_ta, 1, tf.shape(source)[1])
+
+
 def _decode(model, source, config, choose):
-    """The one-hypothesis-per-sentence loop of `greedy` and `sample`.
+    """The one-hypothesis-per-sentence loop of `greedy` and `sample` for a batch.
 
     `choose(t, logits (rows, vocab))` picks the next token `(rows,)` int32 at step `t`, never
     padding or `[START]`.
@@ -280,7 +319,8 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None):
         seed_pair = tf.stack([seed, tf.cast(t, tf.int64)])  # (2,)
         return tf.random.stateless_categorical(logits, 1, seed_pair, dtype=tf.int32)[:, 0]  # (batch,)
 
-    return _decode(model, source, config or DecodeConfig(), choose)
+    # Not sliced: a row's draw depends on the other rows of its batch.
+    return _one_or_many(model, source, dataclasses.replace(config or DecodeConfig(), slices=1), choose)
 
 
 def _checked_temperature(temperature):
