@@ -113,6 +113,19 @@ def test_start_and_end_markers_are_added():
     ]
 
 
+@pytest.mark.parametrize("level", ["word", "char", "wordpiece"])
+def test_tokens_and_ids_equal_tokenize_lookup_and_padding(level):
+    """The dense route of serving and `__call__` gives what the ragged `tokenize` route gives."""
+    tok = Tokenizer.adapt(["the cat sat on the mat .", "¿dónde está?"] * 2, level=level, max_length=6)
+    texts = ["", "the cat", "the cat sat on the mat . the end", "¿dónde?", "  ", "zebra xylophone"]
+    tokens, ids_ = tok.tokens_and_ids(tf.constant(texts))
+    ragged = tok.tokenize(texts)
+    assert tokens.numpy().tolist() == ragged.to_tensor("").numpy().tolist()
+    assert ids_.numpy().tolist() == tok.lookup(ragged).to_tensor(PAD_ID).numpy().tolist()
+    assert tokens.shape[1] == 6  # the long one truncated to max_length, markers included
+    assert tok.tokens_and_ids(tf.constant([], tf.string))[1].shape == (0, 2)
+
+
 def test_detokenize_skips_markers_between_words_and_leaves_no_extra_spaces():
     tok = Tokenizer.adapt(TINY)  # ids: cat 4, the 5, a 6, dog 7
     assert tok.detokenize([[5, 0, 2, 4, 3, 0, 7], [0, 0, 0, 0, 0, 0, 0]]).numpy().tolist() == [

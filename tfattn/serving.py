@@ -145,9 +145,8 @@ class Translator(tf.Module):
         return self.model
 
     def _encode(self, text):
-        input_tokens = self.source_tokenizer.tokenize(text)  # ragged (batch, None), markers included
-        source = self.source_tokenizer.lookup(input_tokens).to_tensor(PAD_ID)  # (batch, t_in)
-        return source, input_tokens.to_tensor("")
+        input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
+        return source, input_tokens
 
     def _greedy(self, text):
         source, input_tokens = self._encode(text)

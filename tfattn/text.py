@@ -196,7 +196,24 @@ class Tokenizer(tf.Module):
 
     def __call__(self, texts):
         """`(batch,)` strings -> int32 ids `(batch, t)`, right-padded with 0 (t >= 2)."""
-        return self.lookup(self.tokenize(texts)).to_tensor(default_value=PAD_ID)
+        return self.tokens_and_ids(texts)[1]
+
+    def tokens_and_ids(self, texts):
+        """`(batch,)` strings -> `(tokens, ids)`: `tokenize`'s tokens and their ids, both `(batch, t)`,
+        right-padded with "" and 0.
+
+        The same as `tokenize`, `lookup` and `to_tensor`, with the truncation and the markers done on
+        dense tensors: 52-61 graph nodes after `split` instead of 196 (ragged slicing and concat),
+        which every translation pays for. An empty batch gives `(0, 2)` tensors.
+        """
+        words = self.split(texts)  # (batch, None) ragged
+        lengths = tf.minimum(words.row_lengths(), self.max_length - 2)  # (batch,)
+        words = words.to_tensor("")[:, : self.max_length - 2]  # (batch, w)
+        batch = tf.shape(words)[0]
+        tokens = tf.concat([tf.fill([batch, 1], START), words, tf.fill([batch, 1], PAD)], axis=1)  # (batch, w + 2)
+        end = tf.range(tf.shape(tokens, out_type=tf.int64)[1]) == lengths[:, None] + 1  # (batch, w + 2)
+        tokens = tf.where(end, END, tokens)
+        return tokens, tf.where(tokens == "", PAD_ID, self.lookup(tokens))
 
     def lookup(self, tokens):
         """String tokens (any shape, ragged or dense) -> int32 ids; unknown tokens -> `[UNK]`."""
