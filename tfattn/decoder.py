@@ -233,7 +233,7 @@ class Decoder(keras.layers.Layer):
         gates_x = rnn.project_inputs(weights, embedded)
         if self.style != "bahdanau":
             return gates_x, None
-        return gates_x, _affine(embedded, weights["hidden_kernel_embedding"], weights["hidden_bias"])
+        return gates_x, rnn.affine(embedded, weights["hidden_kernel_embedding"], weights["hidden_bias"])
 
     def _step(self, gates_x, state, memory, weights):
         """One step on `gates_x (batch, gates * units)`, the embedding's share of the RNN input.
@@ -403,15 +403,9 @@ def _scan(step, xs, state, n_outputs):
     return tuple(tf.transpose(a.stack(), [1, 0, 2]) for a in arrays)  # each (batch, t_out, ...)
 
 
-def _affine(x, kernel, bias):
-    """`x @ kernel + bias` (no bias when None), the product in `kernel`'s dtype (`rnn.matmul`)."""
-    y = rnn.matmul(x, kernel)
-    return y if bias is None else tf.nn.bias_add(y, bias)
-
-
 def _hidden(x, weights):
     """The `tanh` layer of either style (`hidden_dense`) on `x (..., hidden input)`."""
-    return tf.tanh(_affine(x, weights["hidden_kernel"], weights["hidden_bias"]))  # (..., units)
+    return tf.tanh(rnn.affine(x, weights["hidden_kernel"], weights["hidden_bias"]))  # (..., units)
 
 
 def _logits(x, weights):
@@ -419,11 +413,12 @@ def _logits(x, weights):
     `Decoder.decoding_weights`); if it also has the kernel in one piece, by blocks only up to
     `FEW_ROWS` rows of a `(rows, units)` step, a choice made at every step."""
     blocks, kernel = weights.get("logits_blocks"), weights.get("logits_kernel")
-    whole = lambda: _affine(x, kernel, weights["logits_bias"])  # noqa: E731
+    whole = lambda: rnn.affine(x, kernel, weights["logits_bias"])  # noqa: E731
     if not blocks:
         return whole()
-    by_blocks = lambda: tf.nn.bias_add(  # noqa: E731
-        tf.concat([rnn.matmul(x, block) for block in blocks], axis=-1), weights["logits_bias"])
+    bias = weights["logits_bias"]  # in pieces, each added by its block's product (fused)
+    biases = [None] * len(blocks) if bias is None else tf.split(bias, [block.shape[1] for block in blocks])
+    by_blocks = lambda: tf.concat([rnn.affine(x, w, b) for w, b in zip(blocks, biases)], axis=-1)  # noqa: E731
     if kernel is None:
         return by_blocks()
     return tf.cond(tf.shape(x)[0] <= FEW_ROWS, by_blocks, whole)  # (rows, vocab)
