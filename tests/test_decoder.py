@@ -217,25 +217,32 @@ def test_bfloat16_decoding_weights_put_only_the_matmuls_in_bfloat16(style, feedi
 def test_token_tables_hold_what_the_previous_token_adds(case, matmul_dtype):
     decoder, outputs, state, mask = setup(case)
     decoder.build((2, 1), outputs.shape)
+    rng = np.random.default_rng(5)
+    for layer in (decoder.rnn_layer.cell, decoder.hidden_dense):  # non-zero biases, so that each is seen once
+        if layer.bias is not None:  # (Luong's tanh layer has none)
+            layer.bias.assign(rng.normal(size=layer.bias.shape) * 0.5)
     memory, state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
     weights = decoder.decoding_weights(matmul_dtype, logits_blocks=4, token_tables=True)
     plain_weights = decoder.decoding_weights(matmul_dtype)
     bahdanau = decoder.style == "bahdanau"
-    # Row i of each table is token i's share, bias included, computed as a step would.
+    # Row i of each table is token i's share, computed as a step would; the input bias is in it only
+    # when the step has no other input product to add it with (Luong without input feeding).
     embeddings = decoder.embedding.embeddings
     gates = decoder.rnn_layer.cell.kernel[:EMB]  # the embedding's rows of the RNN's input kernel
     gates_bias = decoder.rnn_layer.cell.bias[0] if decoder.rnn == "gru" else decoder.rnn_layer.cell.bias
     # (bfloat16: inputs rounded to it, the sum in float32, stored in bfloat16 as this machine's matmul does)
     cast = (lambda x: tf.cast(tf.cast(x, tf.bfloat16), tf.float32)) if matmul_dtype else (lambda x: x)
     product = (lambda x, w: as_bfloat16_product(cast(x) @ cast(w))) if matmul_dtype else tf.matmul
-    np.testing.assert_allclose(weights["gates_table"], product(embeddings, gates) + gates_bias, rtol=1e-5, atol=1e-6)
+    in_table = decoder.style == "luong" and not decoder.input_feeding
+    expected = product(embeddings, gates) + (gates_bias if in_table else 0.0)
+    np.testing.assert_allclose(weights["gates_table"], expected, rtol=1e-5, atol=1e-6)
     assert weights["gates_table"].shape == (TARGET_VOCAB, (3 if decoder.rnn == "gru" else 4) * UNITS)
     if bahdanau:
         hidden = decoder.hidden_dense.kernel[-EMB:]  # [s_i; c_i; E y_{i-1}]: the last rows
-        np.testing.assert_allclose(weights["hidden_table"], product(embeddings, hidden) + decoder.hidden_dense.bias,
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(weights["hidden_table"], product(embeddings, hidden), rtol=1e-5, atol=1e-6)
     # They replace what they hold; what is left is what a step reads.
-    folded = {"kernel", "input_bias"} | ({"hidden_kernel", "hidden_kernel_embedding", "hidden_bias"} if bahdanau else set())
+    folded = {"kernel"} | ({"input_bias"} if in_table else set()) | (
+        {"hidden_kernel", "hidden_kernel_embedding"} if bahdanau else set())
     assert set(weights) == (set(plain_weights) - folded - {"logits_kernel"}) | (
         {"gates_table", "logits_blocks"} | ({"hidden_table"} if bahdanau else set()))
     # A step with them gives what a step without them gives (to the bit where a row's product does

@@ -166,18 +166,20 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
     model = dates_translator.model
     decoder = model.decoder  # Luong style with input feeding, a GRU
     stored = {k: [b.numpy() for b in v] if k == "logits_blocks" else v.numpy() for k, v in loaded.decoding_weights.items()}
-    assert set(stored) == {"gates_table", "kernel_rest", "recurrent_kernel", "recurrent_bias", "hidden_kernel",
-                           "logits_blocks", "logits_bias"}
+    assert set(stored) == {"gates_table", "kernel_rest", "input_bias", "recurrent_kernel", "recurrent_bias",
+                           "hidden_kernel", "logits_blocks", "logits_bias"}
     # The vocabulary projection in two column blocks, in order.
     kernel = decoder.logits_dense.kernel.numpy()  # (units, vocab)
     assert len(stored["logits_blocks"]) == 2
     np.testing.assert_array_equal(np.concatenate(stored["logits_blocks"], axis=1), kernel)
-    # The embedding's share of the GRU's gates for every token, the input bias included.
+    # The embedding's share of the GRU's gates for every token; the input bias is added by the step,
+    # with the fed h~'s product.
     emb = decoder.embedding_dim
     cell = decoder.rnn_layer.cell
-    expected = decoder.embedding.embeddings.numpy() @ cell.kernel.numpy()[:emb] + cell.bias.numpy()[0]
+    expected = decoder.embedding.embeddings.numpy() @ cell.kernel.numpy()[:emb]
     np.testing.assert_allclose(stored["gates_table"], expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(stored["kernel_rest"], cell.kernel.numpy()[emb:])  # the fed h~ still multiplies
+    np.testing.assert_array_equal(stored["input_bias"], cell.bias.numpy()[0])
     # Of the model's own variables, only those the step does not replace: the encoder's and the attention's.
     own = model.encoder.variables + decoder.attention.variables
     assert len(loaded.model_variables) == len(own) < len(model.variables)
@@ -203,7 +205,7 @@ def test_a_bfloat16_export(exported_bfloat16, exported_dates, dates_data):
     stored = loaded.decoding_weights
     assert {k: v.dtype for k, v in stored.items() if k != "logits_blocks"} == {
         **{k: tf.bfloat16 for k in ("kernel_rest", "recurrent_kernel", "hidden_kernel")},
-        **{k: tf.float32 for k in ("gates_table", "recurrent_bias", "logits_bias")}}  # a table is looked up
+        **{k: tf.float32 for k in ("gates_table", "input_bias", "recurrent_bias", "logits_bias")}}  # a table is looked up
     assert all(b.dtype == tf.bfloat16 for b in stored["logits_blocks"])
     # The same outputs as the bfloat16 translator in memory, on every signature.
     for name, extra in [("translate", {}), ("translate_beam", beam_inputs())]:

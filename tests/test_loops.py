@@ -26,6 +26,8 @@ def decoder_and_inputs(normalize, dtype="float32"):
     encoder_outputs = tf.constant(rng.normal(size=(BATCH, T_IN, DV)), dtype)
     h0 = tf.constant(rng.normal(size=(BATCH, UNITS)), dtype)
     decoder(target_in, encoder_outputs, {"h": h0}, MASK)
+    bias = decoder.rnn_layer.cell.bias  # non-zero: the written-out loop and the step add it in different places
+    bias.assign(rng.normal(size=bias.shape) * 0.5)
     if normalize:  # move g and b off their initial values, so that both matter
         decoder.attention.g.assign(0.7)
         decoder.attention.b.assign(rng.normal(size=ATT_UNITS))
@@ -36,7 +38,7 @@ def autodiff_loop(decoder, target_in, encoder_outputs, h0):
     """The decoder's own step in `_scan`, differentiated by TensorFlow: the reference."""
     memory = decoder.prepare_memory(encoder_outputs, MASK)
     weights = decoder.decoding_weights()
-    gates_x = loops_inputs(decoder, target_in, weights)
+    gates_x, _ = decoder._token_shares(decoder.embedding(target_in), weights)  # the step adds the input bias
     out, attention = _scan(lambda x, s: decoder._step(x, s, memory, weights), gates_x, {"h": h0}, 2)
     return out, attention
 

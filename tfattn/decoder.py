@@ -30,7 +30,7 @@ from tfattn.encoder import make_rnn
 STYLES = ("bahdanau", "luong")
 PROJECTION_DTYPES = (None, "float32", "bfloat16")
 FEW_ROWS = 16  # `_logits` with blocks and the whole kernel: blocks up to this many rows
-_HIDDEN_FOLDED = ("hidden_kernel", "hidden_kernel_embedding", "hidden_bias")  # into Bahdanau's "hidden_table"
+_HIDDEN_FOLDED = ("hidden_kernel", "hidden_kernel_embedding")  # into Bahdanau's "hidden_table"
 
 
 @keras.saving.register_keras_serializable(package="tfattn")
@@ -178,11 +178,12 @@ class Decoder(keras.layers.Layer):
                 4-6%, so greedy gets the blocks alone. The result is the same to the bit. Defaults to
                 `0` (no blocks).
             token_tables: bool. Look up, rather than compute, what the previous token adds at each
-                step: `"gates_table"` `(vocab, gates * units)`, the embedding's share of the RNN's
-                gates with their input bias (`rnn.project_inputs` of every embedding), and, Bahdanau
-                style, `"hidden_table"` `(vocab, units)`, its share of the tanh layer with that
-                layer's bias. They replace the entries they hold (`kernel`, `input_bias`,
-                `hidden_kernel`, `hidden_kernel_embedding`, `hidden_bias`). On spa-eng (5,000 words,
+                step (`_token_shares` of every embedding): `"gates_table"` `(vocab, gates * units)`,
+                the embedding's share of the RNN's gates (with their input bias only for a Luong
+                decoder without input feeding), and, Bahdanau style, `"hidden_table"` `(vocab,
+                units)`, its share of the tanh layer. They replace the entries they hold (`kernel`,
+                `hidden_kernel`, `hidden_kernel_embedding`; `input_bias` when it is in the table;
+                the step adds the other biases). On spa-eng (5,000 words,
                 units 256), single-sentence greedy latency falls by about 15% and batch-64 greedy
                 rises by about 10%, for 4 MB of tables per 1,000 words; the outputs are the same to
                 the bit as computing the shares, as long as a row's matrix product does not depend
@@ -219,7 +220,8 @@ class Decoder(keras.layers.Layer):
         if token_tables:
             embeddings = ops.cast(self.embedding.embeddings, dtype)  # (vocab, emb)
             gates_table, hidden_table = self._token_shares(embeddings, weights)
-            folded = ("kernel", "input_bias") + (_HIDDEN_FOLDED if self.style == "bahdanau" else ())
+            folded = ("kernel",) + (() if self._biased_in_step() else ("input_bias",)) + (
+                _HIDDEN_FOLDED if self.style == "bahdanau" else ())
             weights = {k: v for k, v in weights.items() if k not in folded}
             weights["gates_table"] = gates_table  # (vocab, gates * units)
             if hidden_table is not None:
@@ -227,16 +229,26 @@ class Decoder(keras.layers.Layer):
         return weights
 
     def _token_shares(self, embedded, weights):
-        """What the embedding `(..., emb)` of the previous token adds to a step, biases included:
-        its share of the RNN's gates `(..., gates * units)` and, Bahdanau style, of the tanh layer
-        `(..., units)` (else None)."""
-        gates_x = rnn.project_inputs(weights, embedded)
+        """What the embedding `(..., emb)` of the previous token adds to a step: its share of the
+        RNN's gates `(..., gates * units)` and, Bahdanau style, of the tanh layer `(..., units)`
+        (else None). A bias is left out where the step adds it with a product of its own
+        (`_biased_in_step`; the tanh layer's always), where TensorFlow fuses the two (`rnn.affine`)."""
+        input_bias = None if self._biased_in_step() else weights["input_bias"]
+        gates_x = rnn.affine(embedded, weights["kernel"], input_bias)
         if self.style != "bahdanau":
             return gates_x, None
-        return gates_x, rnn.affine(embedded, weights["hidden_kernel_embedding"], weights["hidden_bias"])
+        return gates_x, rnn.matmul(embedded, weights["hidden_kernel_embedding"])
+
+    def _biased_in_step(self):
+        """Whether the step adds the RNN's input bias with the product of the rest of its input (the
+        context, Bahdanau style; the fed `h~_{t-1}`, Luong style with input feeding), rather than
+        with the embedding's share. A product with a bias takes 20-30% less time than one without on
+        a 2-core CPU (`rnn.affine`), and the step's products are what one sentence waits on."""
+        return self.style == "bahdanau" or self.feeds_input
 
     def _step(self, gates_x, state, memory, weights):
-        """One step on `gates_x (batch, gates * units)`, the embedding's share of the RNN input.
+        """One step on `gates_x (batch, gates * units)`, the embedding's share of the RNN input
+        (without the input bias when `_biased_in_step`: the step adds it).
 
         Returns `(out, attention (batch, t_in), state)`, where `out` is `[s_i; c_i]`
         `(batch, units + dv)` (Bahdanau) or `h~_t (batch, units)` (Luong).
@@ -245,13 +257,13 @@ class Decoder(keras.layers.Layer):
             # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. out [s_i; c_i].
             context, attention = self._attend(state["h"][:, None, :], memory)  # (batch, 1, dv)
             context = context[:, 0, :]  # (batch, dv)
-            gates_x = gates_x + rnn.matmul(context, weights["kernel_rest"])
+            gates_x = gates_x + rnn.affine(context, weights["kernel_rest"], weights["input_bias"])
             h, new_state = rnn.step(self.rnn, gates_x, state, weights)
             out = ops.concatenate([h, context], axis=-1)  # (batch, units + dv)
         else:
             # 1. The RNN reads [E y_{t-1}; h~_{t-1}]; 2. attend with h_t; 3. h~_t = tanh(W_c [c_t; h_t]).
             if self.feeds_input:
-                gates_x = gates_x + rnn.matmul(state["feed"], weights["kernel_rest"])
+                gates_x = gates_x + rnn.affine(state["feed"], weights["kernel_rest"], weights["input_bias"])
             h, new_state = rnn.step(self.rnn, gates_x, state, weights)
             context, attention = self._attend(h[:, None, :], memory)  # (batch, 1, dv)
             out = _hidden(ops.concatenate([context[:, 0, :], h], axis=-1), weights)  # (batch, units)
@@ -314,7 +326,7 @@ class Decoder(keras.layers.Layer):
             gates_x, hidden_x = shares(token)  # (batch, gates * units), Bahdanau (batch, units)
             out, attention, state = self._step(gates_x, state, memory, weights)
             if hidden_x is not None:  # Bahdanau: tanh(W [s_i; c_i; E y_{i-1}] + b), the last share added
-                out = tf.tanh(rnn.matmul(out, weights["hidden_kernel_out"]) + hidden_x)  # (batch, units)
+                out = tf.tanh(rnn.affine(out, weights["hidden_kernel_out"], weights["hidden_bias"]) + hidden_x)
             return _logits(out, weights), attention, state
 
         return step
@@ -322,18 +334,20 @@ class Decoder(keras.layers.Layer):
     # -- teacher forcing --------------------------------------------------------------------------
 
     def call(self, target_in, encoder_outputs, state, mask, training=False):
-        # 1. Embed the shifted target and project it into the RNN's gates, all steps at once.
+        # 1. Embed the shifted target; its share of the RNN's gates is projected for all steps at once.
         memory = self.prepare_memory(encoder_outputs, mask)
         embedded = self.dropout_layer(self.embedding(target_in), training=training)  # (batch, t_out, emb)
         weights = self.decoding_weights()
-        gates_x = rnn.project_inputs(weights, embedded)  # (batch, t_out, gates * units)
         # 2. Run the steps; 3. project all steps to the vocabulary at once.
         state = self.initial_state(state)
         if self.style == "luong" and not self.input_feeding:
+            gates_x = rnn.project_inputs(weights, embedded)  # (batch, t_out, gates * units)
             out, attention = self._luong_parallel(embedded, gates_x, state, memory, weights, training)
         elif training and self._has_written_out_loop():
+            gates_x = rnn.project_inputs(weights, embedded)  # the loop's step adds no bias of its own
             out, attention = self._bahdanau_loop(gates_x, state, memory, weights)
         else:
+            gates_x, _ = self._token_shares(embedded, weights)  # as `_step` takes it
             out, attention = _scan(lambda x, s: self._step(x, s, memory, weights), gates_x, state, 2)
         return self._project(out, embedded, weights, training=training), attention
 
