@@ -22,6 +22,17 @@ def large_negative(dtype):
     return -3e4 if keras.backend.standardize_dtype(dtype) in ("float16", "bfloat16") else -1e9
 
 
+def project(x, w):
+    """`x (batch, t, d) @ w (d, u) -> (batch, t, u)` as one 2-D matmul: an einsum would be a batched
+    matmul with `w` broadcast (at a decoder step on a 2-core CPU, 36 against 32 us for 256 x 256),
+    a tensordot 12 graph nodes."""
+    if x.shape[1] == 1:  # a decoder step: no reshapes
+        return ops.expand_dims(ops.matmul(x[:, 0, :], w), 1)
+    batch, t = ops.shape(x)[0], ops.shape(x)[1]
+    y = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), w)  # (batch * t, u)
+    return ops.reshape(y, (batch, t, w.shape[-1]))
+
+
 @keras.saving.register_keras_serializable(package="tfattn")
 class ScoredAttention(keras.layers.Layer):
     """Base class: masked softmax over scores and the weighted sum of values.
@@ -142,7 +153,7 @@ class BahdanauAttention(ScoredAttention):
             self.b = self.add_weight(name="b", shape=(self.units,), initializer="zeros")
 
     def prepare_keys(self, key):
-        return self.key_dense(key)  # (batch, t_in, units)
+        return project(key, ops.cast(self.key_dense.kernel, key.dtype))  # (batch, t_in, units): W2 k
 
     def score_weights(self, dtype):
         """`(w1, v, b)` in `dtype`, as the score uses them: `v` weight-normalized if it is, `b` None
@@ -154,10 +165,10 @@ class BahdanauAttention(ScoredAttention):
         return ops.cast(self.query_dense.kernel, dtype), v, ops.cast(self.b, dtype)
 
     def _scores(self, query, keys):
-        # einsum and a multiply-sum, not the Dense layer and tensordot: the same arithmetic in 4
-        # graph nodes instead of about 45, which a decoding loop runs at every step.
+        # A 2-D matmul and a multiply-sum, not the Dense layer and tensordot: the same arithmetic in a
+        # few graph nodes instead of about 45, which a decoding loop runs at every step.
         w1, v, b = self.score_weights(query.dtype)
-        q = ops.einsum("bqd,du->bqu", query, w1)  # (batch, t_q, units)
+        q = project(query, w1)  # (batch, t_q, units)
         hidden = ops.expand_dims(q, 2) + ops.expand_dims(keys, 1)  # (batch, t_q, t_in, units)
         if b is not None:
             hidden = hidden + b
@@ -240,20 +251,22 @@ class LuongAttention(ScoredAttention):
 
     def prepare_keys(self, key):
         if self.score == "general":
-            return ops.einsum("bkd,de->bke", key, ops.cast(self.w, key.dtype))  # (batch, t_in, dq)
+            return project(key, ops.cast(self.w, key.dtype))  # (batch, t_in, dq)
         if self.score == "concat":
-            return ops.einsum("bkd,du->bku", key, ops.cast(self.w_key, key.dtype))  # (batch, t_in, units)
+            return project(key, ops.cast(self.w_key, key.dtype))  # (batch, t_in, units)
         return key
 
     def _scores(self, query, keys):
-        if self.score in ("dot", "general"):
+        if self.score in ("dot", "general") and query.shape[1] == 1:  # a decoder step: a multiply-sum
+            scores = ops.expand_dims(ops.sum(query * keys, axis=-1), 1)  # (batch, 1, t_in)
+        elif self.score in ("dot", "general"):
             scores = ops.einsum("bqd,bkd->bqk", query, keys)  # (batch, t_q, t_in)
         elif self.score == "concat":
-            q = ops.einsum("bqd,du->bqu", query, ops.cast(self.w_query, query.dtype))  # (batch, t_q, units)
+            q = project(query, ops.cast(self.w_query, query.dtype))  # (batch, t_q, units)
             hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(keys, 1))  # (batch, t_q, t_in, units)
             scores = ops.sum(hidden * ops.cast(self.v, hidden.dtype), axis=-1)  # (batch, t_q, t_in)
         else:
-            scores = ops.einsum("bqd,dl->bql", query, ops.cast(self.w, query.dtype))  # (batch, t_q, max_length)
+            scores = project(query, ops.cast(self.w, query.dtype))  # (batch, t_q, max_length)
         if self.scale:
             scores = scores * ops.cast(self.gain, scores.dtype)
         if self.score == "location":
