@@ -113,17 +113,20 @@ def test_start_and_end_markers_are_added():
     ]
 
 
-@pytest.mark.parametrize("level", ["word", "char", "wordpiece"])
-def test_tokens_and_ids_equal_tokenize_lookup_and_padding(level):
-    """The dense route of serving and `__call__` gives what the ragged `tokenize` route gives."""
-    tok = Tokenizer.adapt(["the cat sat on the mat .", "¿dónde está?"] * 2, level=level, max_length=6)
-    texts = ["", "the cat", "the cat sat on the mat . the end", "¿dónde?", "  ", "zebra xylophone"]
-    tokens, ids_ = tok.tokens_and_ids(tf.constant(texts))
-    ragged = tok.tokenize(texts)
-    assert tokens.numpy().tolist() == ragged.to_tensor("").numpy().tolist()
-    assert ids_.numpy().tolist() == tok.lookup(ragged).to_tensor(PAD_ID).numpy().tolist()
-    assert tokens.shape[1] == 6  # the long one truncated to max_length, markers included
-    assert tok.tokens_and_ids(tf.constant([], tf.string))[1].shape == (0, 2)
+def test_tokens_and_ids_dense_with_markers_truncation_and_padding():
+    """What serving and `__call__` use; `tokenize` is its ragged view."""
+    tok = Tokenizer(["a", "b"], level="word")  # ids: a 4, b 5
+    tokens, ids_ = tok.tokens_and_ids(tf.constant(["a b", "", "b a b c", "c"]), max_length=4)
+    assert tokens.numpy().tolist() == [
+        [b"[START]", b"a", b"b", b"[END]"],
+        [b"[START]", b"[END]", b"", b""],  # an empty row, padded
+        [b"[START]", b"b", b"a", b"[END]"],  # truncated before the markers go in
+        [b"[START]", b"c", b"[END]", b""],  # unknown
+    ]
+    assert ids_.numpy().tolist() == [[2, 4, 5, 3], [2, 3, 0, 0], [2, 5, 4, 3], [2, 1, 3, 0]]
+    assert tok.tokenize(["b", ""]).to_list() == [[b"[START]", b"b", b"[END]"], [b"[START]", b"[END]"]]
+    empty_tokens, empty_ids = tok.tokens_and_ids(tf.constant([], tf.string))
+    assert empty_tokens.shape == empty_ids.shape == (0, 2)
 
 
 def test_detokenize_skips_markers_between_words_and_leaves_no_extra_spaces():

@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from tfattn.decoding import DecodeConfig, beam_search, greedy
 from tfattn.model import ensure_built
-from tfattn.text import PAD_ID, Tokenizer
+from tfattn.text import Tokenizer
 
 CONFIG_FILE = "tfattn_config.json"
 TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -144,12 +144,8 @@ class Translator(tf.Module):
             return _Stepping(self.model, lambda: decoder.decoding_weights(self.matmul_dtype))
         return self.model
 
-    def _encode(self, text):
-        input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
-        return source, input_tokens
-
     def _greedy(self, text):
-        source, input_tokens = self._encode(text)
+        input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
         out = greedy(self._decoding_model(), source, self.decode_config)
         return {
             "text": self.target_tokenizer.detokenize(out["ids"]),
@@ -160,7 +156,7 @@ class Translator(tf.Module):
         }
 
     def _beam(self, text, beam_width, length_penalty):
-        source, input_tokens = self._encode(text)
+        input_tokens, source = self.source_tokenizer.tokens_and_ids(text)
         out = beam_search(self._decoding_model(whole_projection=True), source, beam_width, length_penalty,
                           config=self.decode_config)
         ids = out["ids"]  # (batch, n, t_out)

@@ -185,30 +185,27 @@ class Tokenizer(tf.Module):
         `max_length` defaults to the tokenizer's; the input pipeline asks for one more, to see (and
         drop) the training pairs that would otherwise be truncated.
         """
-        max_length = self.max_length if max_length is None else max_length
-        if not isinstance(max_length, int) or max_length < 2:
-            raise ValueError(f"max_length must be an int >= 2. Received: max_length={max_length!r}")
-        tokens = self.split(texts)[:, : max_length - 2]
-        batch = tokens.nrows()
-        start = tf.fill([batch, 1], START)
-        end = tf.fill([batch, 1], END)
-        return tf.concat([start, tokens, end], axis=1)  # (batch, None) ragged
+        tokens, _ = self.tokens_and_ids(texts, max_length)
+        return tf.RaggedTensor.from_tensor(tokens, padding=PAD)  # (batch, None); no token is ""
 
     def __call__(self, texts):
         """`(batch,)` strings -> int32 ids `(batch, t)`, right-padded with 0 (t >= 2)."""
         return self.tokens_and_ids(texts)[1]
 
-    def tokens_and_ids(self, texts):
-        """`(batch,)` strings -> `(tokens, ids)`: `tokenize`'s tokens and their ids, both `(batch, t)`,
-        right-padded with "" and 0.
+    def tokens_and_ids(self, texts, max_length=None):
+        """`(batch,)` strings -> `(tokens, ids)`: tokens `[START] ... [END]`, at most `max_length`
+        (defaults to the tokenizer's), and their ids, both `(batch, t)`, right-padded with "" and 0.
 
-        The same as `tokenize`, `lookup` and `to_tensor`, with the truncation and the markers done on
-        dense tensors: 52-61 graph nodes after `split` instead of 196 (ragged slicing and concat),
-        which every translation pays for. An empty batch gives `(0, 2)` tensors.
+        Truncation and markers are done on dense tensors: 52-61 graph nodes after `split`, where
+        ragged slicing and concat took 196, which every translation paid for. An empty batch gives
+        `(0, 2)` tensors.
         """
+        max_length = self.max_length if max_length is None else max_length
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 2:
+            raise ValueError(f"max_length must be an int >= 2. Received: max_length={max_length!r}")
         words = self.split(texts)  # (batch, None) ragged
-        lengths = tf.minimum(words.row_lengths(), self.max_length - 2)  # (batch,)
-        words = words.to_tensor("")[:, : self.max_length - 2]  # (batch, w)
+        lengths = tf.minimum(words.row_lengths(), max_length - 2)  # (batch,)
+        words = words.to_tensor(PAD)[:, : max_length - 2]  # (batch, w)
         batch = tf.shape(words)[0]
         tokens = tf.concat([tf.fill([batch, 1], START), words, tf.fill([batch, 1], PAD)], axis=1)  # (batch, w + 2)
         end = tf.range(tf.shape(tokens, out_type=tf.int64)[1]) == lengths[:, None] + 1  # (batch, w + 2)
