@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tfattn.attention import BahdanauAttention, LuongAttention
-from tfattn.decoder import FEW_ROWS, Decoder, _logits
+from tfattn.decoder import FEW_ROWS, Decoder, _logits, _with_bias_blocks
 from tfattn.encoder import Encoder
 
 from conftest import (as_bfloat16_product, assert_close_or_same, matmul_columns_are_independent,
@@ -170,12 +170,12 @@ def test_a_step_given_blocks_and_the_whole_kernel_uses_blocks_for_few_rows_only(
     kernel = 2.0 * tf.concat(blocks, axis=1)  # a different kernel, to tell which one was used
     bias = tf.constant(rng.normal(size=13), tf.float32)
     x = tf.constant(rng.normal(size=(rows, UNITS)), tf.float32)
-    got = _logits(x, {"logits_blocks": blocks, "logits_kernel": kernel, "logits_bias": bias})
+    got = _logits(x, _with_bias_blocks({"logits_blocks": blocks, "logits_kernel": kernel, "logits_bias": bias}))
     expected = x @ (kernel / 2.0 if rows <= FEW_ROWS else kernel) + bias
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     # Blocks alone serve every number of rows.
-    np.testing.assert_allclose(_logits(x, {"logits_blocks": blocks, "logits_bias": bias}), x @ (kernel / 2.0) + bias,
-                               rtol=1e-5, atol=1e-5)
+    alone = _with_bias_blocks({"logits_blocks": blocks, "logits_bias": bias})
+    np.testing.assert_allclose(_logits(x, alone), x @ (kernel / 2.0) + bias, rtol=1e-5, atol=1e-5)
 
 
 def test_logits_blocks_cover_the_kernel_in_order():

@@ -314,7 +314,7 @@ class Decoder(keras.layers.Layer):
             A function `(token, state, memory) -> (logits, weights, state)`, as `step`; the logits
             are in the compute dtype.
         """
-        weights = self.decoding_weights() if weights is None else weights
+        weights = _with_bias_blocks(self.decoding_weights() if weights is None else weights)
         if "gates_table" in weights:  # the previous token's shares, looked up
             hidden_table = weights.get("hidden_table")
             shares = lambda token: (tf.gather(weights["gates_table"], token),  # noqa: E731
@@ -422,16 +422,26 @@ def _hidden(x, weights):
     return tf.tanh(rnn.affine(x, weights["hidden_kernel"], weights["hidden_bias"]))  # (..., units)
 
 
+def _with_bias_blocks(weights):
+    """`weights` with, when it has `logits_blocks`, `logits_bias_blocks`: the vocabulary bias in
+    the blocks' pieces, each added by its block's product (fused). Split once per call, not per step."""
+    blocks, bias = weights.get("logits_blocks"), weights.get("logits_bias")
+    if not blocks:
+        return weights
+    pieces = [None] * len(blocks) if bias is None else tf.split(bias, [block.shape[1] for block in blocks])
+    return {**weights, "logits_bias_blocks": pieces}
+
+
 def _logits(x, weights):
     """The vocabulary projection of `x (..., units)`: by column blocks if `weights` has them (see
-    `Decoder.decoding_weights`); if it also has the kernel in one piece, by blocks only up to
-    `FEW_ROWS` rows of a `(rows, units)` step, a choice made at every step."""
+    `Decoder.decoding_weights`, and `_with_bias_blocks`); if it also has the kernel in one
+    piece, by blocks only up to `FEW_ROWS` rows of a `(rows, units)` step, a choice made at every
+    step."""
     blocks, kernel = weights.get("logits_blocks"), weights.get("logits_kernel")
     whole = lambda: rnn.affine(x, kernel, weights["logits_bias"])  # noqa: E731
     if not blocks:
         return whole()
-    bias = weights["logits_bias"]  # in pieces, each added by its block's product (fused)
-    biases = [None] * len(blocks) if bias is None else tf.split(bias, [block.shape[1] for block in blocks])
+    biases = weights["logits_bias_blocks"]
     by_blocks = lambda: tf.concat([rnn.affine(x, w, b) for w, b in zip(blocks, biases)], axis=-1)  # noqa: E731
     if kernel is None:
         return by_blocks()
