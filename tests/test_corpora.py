@@ -1,5 +1,6 @@
 """Tests for tfattn.corpora and the tfattn_anki TFDS builder, on tiny files written in tmp_path."""
 
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -300,6 +301,16 @@ def test_download_anki_needs_exactly_one_txt(tmp_path):
 
 
 # --- TFDS builder and load_tfds -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tfds_temp_dirs_kept_in_tmp_path(tmp_path_factory):
+    """TFDS makes an empty `tmp*tfds` folder in the system's temp dir for each builder of a dataset
+    not yet prepared (`DatasetInfo.initialize_from_bucket`) and leaves it there. Here they go to
+    pytest's tmp_path instead of piling up in /tmp."""
+    saved, tempfile.tempdir = tempfile.tempdir, str(tmp_path_factory.mktemp("tfds_temp"))
+    yield
+    tempfile.tempdir = saved
 
 
 @pytest.fixture(scope="module")
