@@ -1,0 +1,308 @@
+"""The benchmark scripts' helpers (bench/): batching, timing arithmetic, paired ratios, the corpus split.
+
+No model is loaded: fake translate functions stand in for the SavedModel signatures (they take a `text`
+string tensor and return `{"text": bytes tensor}`), and a fake clock replaces `time.perf_counter` in the
+module under test, advanced by the fake functions by known amounts, so every timed figure is exact.
+"""
+
+import argparse
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))  # the scripts import each other as `spa`, `machine`, `decode`
+
+import decode  # noqa: E402
+import paired  # noqa: E402
+import quality  # noqa: E402
+import spa  # noqa: E402
+import train_throughput  # noqa: E402
+
+from tfattn.model import ModelConfig  # noqa: E402
+
+
+class FakeClock:
+    """`perf_counter` that only moves when a fake translate function says its call took some time."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A fake clock in place of `time` in decode.py and paired.py (nothing else sees it)."""
+    fake = FakeClock()
+    for module in (decode, paired):
+        monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=fake.perf_counter))
+    return fake
+
+
+def upper_signature(clock=None, per_call=0.0, per_char=0.0, calls=None):
+    """A fake translate signature: upper-cases each sentence; records `(texts, inputs)` in `calls`; each
+    call takes `per_call` seconds plus `per_char` seconds per character of the batch on `clock`."""
+
+    def translate(text, **inputs):
+        texts = [t.decode("utf-8") for t in text.numpy()]
+        if calls is not None:
+            calls.append((texts, inputs))
+        if clock is not None:
+            clock.now += per_call + per_char * sum(len(t) for t in texts)
+        return {"text": tf.constant([t.upper() for t in texts])}
+
+    return translate
+
+
+# --- bench/decode.py ------------------------------------------------------------------------------
+
+
+def test_translate_all_batches_in_order_and_passes_inputs_as_tensors():
+    calls = []
+    texts = ["uno", "dos", "tres", "¿dónde?", "cinco", "seis", "siete"]
+    hyps = decode.translate_all(upper_signature(calls=calls), texts, 3, beam_width=4, length_penalty=0.6)
+    assert hyps == ["UNO", "DOS", "TRES", "¿DÓNDE?", "CINCO", "SEIS", "SIETE"]  # decoded to str, in order
+    assert [batch for batch, _ in calls] == [texts[0:3], texts[3:6], texts[6:7]]  # 7 = 3 + 3 + 1
+    for _, inputs in calls:
+        assert set(inputs) == {"beam_width", "length_penalty"}
+        assert all(isinstance(v, tf.Tensor) for v in inputs.values())
+        assert int(inputs["beam_width"]) == 4
+        assert float(inputs["length_penalty"]) == pytest.approx(0.6)
+
+
+def test_percentiles_ms_interpolates_and_rounds_to_two_places():
+    times = [i / 1000 for i in range(100, 0, -1)]  # 0.100 .. 0.001 s, out of order
+    # Sorted, p50 sits at index 0.5 * 99 = 49.5: between 0.050 and 0.051 -> 50.5 ms;
+    # p99 at index 0.99 * 99 = 98.01: 0.099 + 0.01 * 0.001 = 0.09901 s -> 99.01 ms.
+    assert decode.percentiles_ms(times) == {"p50_ms": 50.5, "p99_ms": 99.01}
+    # 1/3 s -> 333.333... ms -> 333.33
+    assert decode.percentiles_ms([1 / 3]) == {"p50_ms": 333.33, "p99_ms": 333.33}
+
+
+def test_single_sentence_times_are_the_time_of_each_call_alone(clock):
+    calls = []
+    fn = upper_signature(clock, per_char=0.125, calls=calls)
+    texts = ["ab", "abcd", "a"]
+    assert decode.single_sentence_times(fn, texts) == [0.25, 0.5, 0.125]  # 2, 4, 1 chars * 0.125 s
+    assert [batch for batch, _ in calls] == [["ab"], ["abcd"], ["a"]]  # one sentence per call
+
+
+def test_latency_takes_the_first_n_sentences(clock):
+    fn = upper_signature(clock, per_char=0.125)
+    # The first two: 0.25 and 0.5 s. p50 = 0.375 s; p99 = 0.25 + 0.99 * 0.25 = 0.4975 s.
+    assert decode.latency(fn, ["ab", "abcd", "abcdefgh"], n=2) == {"p50_ms": 375.0, "p99_ms": 497.5}
+
+
+def test_throughput_times_batches_of_64_after_an_untimed_warm_up(clock):
+    calls = []
+    texts = [f"s{i}" for i in range(200)]
+    rate, hyps = decode.throughput(upper_signature(clock, per_call=0.25, calls=calls), texts)
+    # Timed: 200 sentences = 64 + 64 + 64 + 8, 4 calls * 0.25 s = 1 s -> 200 sentences/s. (Timing the two
+    # warm-up calls too would give 200 / 1.5; batches of 32 would give 200 / 1.75.)
+    assert rate == 200.0
+    assert hyps == [t.upper() for t in texts]
+    assert [len(batch) for batch, _ in calls] == [64, 64, 64, 64, 64, 8]  # warm-up: the first 128
+    assert [batch for batch, _ in calls[:2]] == [texts[:64], texts[64:128]]
+
+
+def test_padding_differences_counts_sentences_that_change_inside_the_batch():
+    def pads_leak(text, **inputs):
+        """Translation shows how much padding a sentence got: the batch's longest minus its own length."""
+        assert int(inputs["beam_width"]) == 4  # passed on, as a tensor
+        texts = [t.decode("utf-8") for t in text.numpy()]
+        longest = max(len(t) for t in texts)
+        return {"text": tf.constant([f"{t}|{longest - len(t)}" for t in texts])}
+
+    texts = ["dddd", "eeee", "ccc", "a", "bb"]
+    # The 3 longest: ccc, dddd, eeee, so each batch's longest has 4 characters. Alone every sentence gets
+    # padding 0; in the batch, a, bb and ccc get 3, 2, 1: three differ. (The last 3 instead, ccc a bb,
+    # would give 2; reading another position than the sentence's own, index 1, would give 5.)
+    assert decode.padding_differences(pads_leak, texts, beam_width=4) == 3
+    # A translation that does not depend on the batch: none differ.
+    assert decode.padding_differences(upper_signature(), texts) == 0
+
+
+def test_size_mb_sums_files_in_nested_folders(tmp_path):
+    sizes = {"saved_model.pb": 1_000_000, "variables/variables.index": 200_000,
+             "variables/shards/data-0": 60_000, "assets/empty.txt": 0}
+    for name, size in sizes.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.truncate(size)  # a file of `size` bytes (sparse: nothing written)
+    # 1,000,000 + 200,000 + 60,000 = 1,260,000 bytes = 1.26 MB -> 1.3
+    assert decode.size_mb(str(tmp_path)) == 1.3
+
+
+def test_against_peer_compares_rates_and_latency_of_alternating_calls(clock):
+    ours_calls, peer_calls = [], []
+    ours = upper_signature(clock, per_call=0.25, calls=ours_calls)
+    peer = upper_signature(clock, per_call=0.5, calls=peer_calls)
+    texts = [f"s{i}" for i in range(128)]
+    out = decode.against_peer(ours, peer, texts, rounds=3, singles=2)
+    # A pass over 128 sentences: 2 batches of 64. Ours: 2 * 0.25 = 0.5 s -> 256/s; peer: 1 s -> 128/s.
+    # Single sentences: 0.25 s (250 ms) and 0.5 s (500 ms) each, so p50 = p99.
+    assert out == {"ours": {"greedy_sentences_per_s": 256.0, "greedy_latency": {"p50_ms": 250.0, "p99_ms": 250.0}},
+                   "peer": {"greedy_sentences_per_s": 128.0, "greedy_latency": {"p50_ms": 500.0, "p99_ms": 500.0}},
+                   "greedy_ratio": 2.0, "rounds": 3}
+    singles = [batch for batch, _ in ours_calls if len(batch) == 1]
+    assert singles == [[t] for t in texts[:6]]  # 3 rounds of 2 different sentences
+    assert [batch for batch, _ in peer_calls if len(batch) == 1] == singles
+
+
+# --- bench/paired.py ------------------------------------------------------------------------------
+
+
+def test_paired_times_times_every_input_for_every_function_each_round(clock):
+    seen, order = {}, []
+
+    def export(name, seconds):
+        """Each call takes `seconds` * batch size * (how many times this export has had this input), so
+        in round r (from 0) input x takes seconds * len(x) * (r + 1)."""
+
+        def fn(text):
+            batch = tuple(t.decode("utf-8") for t in text.numpy())
+            seen.setdefault(name, []).append(list(batch))
+            order.append(name)
+            clock.now += seconds * len(batch) * seen[name].count(list(batch))
+            return {"text": text}
+
+        return fn
+
+    fns = {"a": export("a", 0.25), "b": export("b", 0.5), "c": export("c", 0.125)}
+    inputs = [["x"], ["y", "z"], ["w"], ["v"]]
+    times = paired.paired_times(fns, inputs, rounds=3)
+    rounds = np.array([[1], [2], [3]])  # r + 1
+    sizes = np.array([[1, 2, 1, 1]])
+    for name, seconds in [("a", 0.25), ("b", 0.5), ("c", 0.125)]:
+        assert seen[name] == inputs * 3  # every input, in order, every round
+        np.testing.assert_array_equal(times[name], seconds * sizes * rounds)  # e.g. a, round 2, y z: 0.25*2*3
+    # The three exports are called back to back for each input, in an order shuffled each time.
+    groups = [tuple(order[i : i + 3]) for i in range(0, len(order), 3)]
+    assert all(sorted(group) == ["a", "b", "c"] for group in groups) and len(groups) == 12
+    assert len(set(groups)) > 1
+    # The same seed gives the same order.
+    order.clear()
+    seen.clear()
+    paired.paired_times(fns, inputs, rounds=3)
+    assert [tuple(order[i : i + 3]) for i in range(0, len(order), 3)] == groups
+
+
+def test_summary_takes_the_fastest_round_and_the_median_ratio_to_the_first_export():
+    times = {"first": np.array([[2.0, 4.0], [1.0, 8.0]]),  # (rounds, inputs)
+             "other": np.array([[1.0, 3.0], [3.0, 2.0]]),
+             "slow": np.array([[4.0, 8.0], [2.0, 16.0]])}  # twice "first" everywhere
+    out = paired.summary(times, lambda best: {"best": best.tolist()})
+    # other / first: 1/2, 3/4, 3/1, 2/8 -> sorted 0.25, 0.5, 0.75, 3 -> median (0.5 + 0.75) / 2 = 0.625
+    # (a ratio of medians would be 2.5 / 3; of the fastest rounds' sums, 3 / 5).
+    assert out == {"first": {"best": [1.0, 4.0], "time_ratio_to_first": 1.0},
+                   "other": {"best": [1.0, 2.0], "time_ratio_to_first": 0.625},
+                   "slow": {"best": [2.0, 8.0], "time_ratio_to_first": 2.0}}  # to the first, not the previous
+
+
+# --- bench/spa.py ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_spa(monkeypatch):
+    """spa.py with empty caches before and after, so a fake corpus never leaks into another test."""
+    spa.splits.cache_clear()
+    spa.tokenizers.cache_clear()
+    yield monkeypatch
+    spa.splits.cache_clear()
+    spa.tokenizers.cache_clear()
+
+
+def write_small_corpus(path):
+    """102 Anki lines `hello i<TAB>hola i`; line 0 has words of its own (`only test` / `solo prueba`)."""
+    lines = ["only test\tsolo prueba\tCC-BY"] + [f"hello {i}\thola {i}\tCC-BY" for i in range(1, 102)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_splits_exits_naming_the_missing_corpus(fresh_spa, tmp_path):
+    missing = tmp_path / "nowhere" / "spa.txt"
+    fresh_spa.setattr(spa, "SPA", missing)
+    with pytest.raises(SystemExit) as exit_info:
+        spa.splits()
+    assert str(missing) in str(exit_info.value.code)
+
+
+def test_splits_of_a_small_corpus_follow_the_fixed_rule(fresh_spa, tmp_path):
+    fresh_spa.setattr(spa, "SPA", tmp_path / "spa.txt")
+    write_small_corpus(spa.SPA)
+    parts = spa.splits()
+    # Lines 0..101: TEST i % 50 == 0 (0, 50, 100), VALIDATION i % 50 == 1 (1, 51, 101), TRAIN the other 96.
+    assert parts["test"] == [("solo prueba", "only test"), ("hola 50", "hello 50"), ("hola 100", "hello 100")]
+    assert parts["validation"] == [("hola 1", "hello 1"), ("hola 51", "hello 51"), ("hola 101", "hello 101")]
+    assert len(parts["train"]) == 96 and parts["train"][0] == ("hola 2", "hello 2")
+    assert spa.splits() is parts  # cached per process
+
+
+def test_tokenizers_learn_each_side_from_the_training_split(fresh_spa, tmp_path):
+    fresh_spa.setattr(spa, "SPA", tmp_path / "spa.txt")
+    write_small_corpus(spa.SPA)
+    source, target = spa.tokenizers(vocab_size=None, max_length=12)
+    assert "hola" in source.vocabulary and "hello" not in source.vocabulary  # Spanish -> English
+    assert "hello" in target.vocabulary and "hola" not in target.vocabulary
+    assert "prueba" not in source.vocabulary and "test" not in target.vocabulary  # line 0 is TEST
+    assert "2" in source.vocabulary and "50" not in source.vocabulary  # 50 is TEST too
+    assert source.max_length == 12 and source.level == "word"
+    # 4 reserved ids + "hola" + the 96 TRAIN numbers
+    assert source.vocab_size == target.vocab_size == 101
+    small, _ = spa.tokenizers(vocab_size=6, max_length=12)
+    assert small.vocab_size == 6  # reserved ids included
+
+
+@pytest.mark.data
+@pytest.mark.skipif(not spa.SPA.is_file(), reason=f"real corpus not found: {spa.SPA}")
+def test_splits_of_the_real_corpus(fresh_spa):
+    parts = spa.splits()
+    # 118,964 lines = 50 * 2,379 + 14: remainders 0 and 1 both occur 2,380 times (see test_corpora).
+    assert [len(parts[name]) for name in ("test", "validation", "train")] == [2_380, 2_380, 114_204]
+    assert parts["test"][0] == ("Ve.", "Go.")  # line 0
+
+
+# --- bench/quality.py and bench/train_throughput.py ----------------------------------------------
+
+
+def test_quality_run_config_ends_the_decay_when_the_time_does():
+    args = argparse.Namespace(minutes=1.5, step_seconds=0.5, vocab_size=300, attention="luong", score="dot",
+                              input_feeding=True, dropout=0.1, projection_dtype="float32", learning_rate=1e-3)
+    config = quality.run_config(args)
+    assert config.train.time_budget == 90.0  # 1.5 minutes
+    assert config.train.decay_steps == 180  # 90 s / 0.5 s per step
+    assert config.train.learning_rate == 1e-3
+    assert config.corpus.corpus == str(spa.SPA)
+    for tokenizer in (config.source_tokenizer, config.target_tokenizer):
+        assert (tokenizer.level, tokenizer.max_tokens, tokenizer.max_length) == ("word", 300, 40)
+    model = config.model
+    assert (model.attention, model.score, model.input_feeding, model.dropout) == ("luong", "dot", True, 0.1)
+    assert config.data.batch_size == 64
+
+
+def test_forward_flops_counts_every_matmul_of_a_small_model():
+    # embedding e = 4, units u = 6 (3 per encoder direction), batch 2, 5 source and 3 target steps,
+    # 10 target words; FLOPs = 2 per multiply-add.
+    # Per source token: encoder GRU, 2 directions * 3 gates * (4 + 3) inputs * 3 units = 126 MACs, and the
+    # key projection 6 * 6 = 36 MACs: 162 MACs, 324 FLOPs; 5 tokens: 1,620.
+    # Luong, no input feeding, per target step: GRU 3 * (4 + 6) * 6 = 180, scores 5 * 6 = 30,
+    # context 30, W_c [c; h] 12 * 6 = 72, logits 6 * 10 = 60: 372 MACs, 744 FLOPs; 3 steps: 2,232.
+    # Per sentence 1,620 + 2,232 = 3,852; batch of 2: 7,704.
+    luong = ModelConfig(attention="luong", input_feeding=False, embedding_dim=4, units=6)
+    assert train_throughput.forward_flops(luong, 2, 5, 3, 50, 10) == 7_704
+    # Input feeding: the GRU's input is 4 + 6, 3 * 16 * 6 = 288 MACs per step, 108 more:
+    # 2 sentences * 3 steps * 216 FLOPs = 1,296 more.
+    feeding = ModelConfig(attention="luong", input_feeding=True, embedding_dim=4, units=6)
+    assert train_throughput.forward_flops(feeding, 2, 5, 3, 50, 10) == 7_704 + 1_296
+    # Bahdanau, per target step: GRU 288 (embedding and context in), W1 q 36, scores 30, context 30,
+    # hidden [h; c; embedding] 16 * 6 = 96, logits 60: 540 MACs, 1,080 FLOPs; 3 steps: 3,240.
+    # Per sentence 1,620 + 3,240 = 4,860; batch of 2: 9,720.
+    bahdanau = ModelConfig(attention="bahdanau", embedding_dim=4, units=6)
+    assert train_throughput.forward_flops(bahdanau, 2, 5, 3, 50, 10) == 9_720
+
