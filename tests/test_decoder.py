@@ -225,16 +225,17 @@ def test_token_tables_hold_what_the_previous_token_adds(case, matmul_dtype):
     weights = decoder.decoding_weights(matmul_dtype, logits_blocks=4, token_tables=True)
     plain_weights = decoder.decoding_weights(matmul_dtype)
     bahdanau = decoder.style == "bahdanau"
-    # Row i of each table is token i's share, computed as a step would; the input bias is in it only
-    # when the step has no other input product to add it with (Luong without input feeding).
+    # Row i of each table is token i's share, computed as a step would; a GRU's input bias is in it
+    # only when the step has no other input product to add it with (Luong without input feeding).
+    # An LSTM's one bias never is: its step adds it with the recurrent product.
     embeddings = decoder.embedding.embeddings
     gates = decoder.rnn_layer.cell.kernel[:EMB]  # the embedding's rows of the RNN's input kernel
-    gates_bias = decoder.rnn_layer.cell.bias[0] if decoder.rnn == "gru" else decoder.rnn_layer.cell.bias
     # (bfloat16: inputs rounded to it, the sum in float32, stored in bfloat16 as this machine's matmul does)
     cast = (lambda x: tf.cast(tf.cast(x, tf.bfloat16), tf.float32)) if matmul_dtype else (lambda x: x)
     product = (lambda x, w: as_bfloat16_product(cast(x) @ cast(w))) if matmul_dtype else tf.matmul
     in_table = decoder.style == "luong" and not decoder.input_feeding
-    expected = product(embeddings, gates) + (gates_bias if in_table else 0.0)
+    bias_in_table = in_table and decoder.rnn == "gru"
+    expected = product(embeddings, gates) + (decoder.rnn_layer.cell.bias[0] if bias_in_table else 0.0)
     np.testing.assert_allclose(weights["gates_table"], expected, rtol=1e-5, atol=1e-6)
     assert weights["gates_table"].shape == (TARGET_VOCAB, (3 if decoder.rnn == "gru" else 4) * UNITS)
     if bahdanau:

@@ -179,7 +179,7 @@ class Decoder(keras.layers.Layer):
                 `0` (no blocks).
             token_tables: bool. Look up, rather than compute, what the previous token adds at each
                 step (`_token_shares` of every embedding): `"gates_table"` `(vocab, gates * units)`,
-                the embedding's share of the RNN's gates (with their input bias only for a Luong
+                the embedding's share of the RNN's gates (with a GRU's input bias only for a Luong
                 decoder without input feeding), and, Bahdanau style, `"hidden_table"` `(vocab,
                 units)`, its share of the tanh layer. They replace the entries they hold (`kernel`,
                 `hidden_kernel`, `hidden_kernel_embedding`; `input_bias` when it is in the table;

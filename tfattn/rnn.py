@@ -18,7 +18,8 @@ layers instead, for cuDNN.
         h~   = tanh(gates_x[2u:] + r * gates_h[2u:])
         h    = z * h + (1 - z) * h~
     LSTM (Keras layout; gates i, f, c, o):
-        gates = gates_x + h @ recurrent_kernel             # the bias is in gates_x
+        gates_x = x @ kernel                               # from outside the step, no bias
+        gates = gates_x + (h @ recurrent_kernel + bias)    # the cell's one bias, with the recurrent product
         c = sigmoid(f) * c + sigmoid(i) * tanh(c~);  h = sigmoid(o) * tanh(c)
 
 The weights stay those of a `keras.layers.GRU`/`LSTM`, so saving, loading and the layer's own
@@ -49,15 +50,16 @@ def cell_weights(cell, dtype, split_at=None, matmul_dtype=None):
 
     Returns:
         A dict: `kernel`, `kernel_rest` (or None), `input_bias`, `recurrent_kernel`,
-        `recurrent_bias` (None for an LSTM, whose single bias is the input bias).
+        `recurrent_bias`. An LSTM cell has one bias: it is the `recurrent_bias`, added with the
+        recurrent product inside the step (where `affine` fuses the two), and `input_bias` is None.
     """
     matmul_dtype = matmul_dtype or dtype
     kernel = ops.cast(cell.kernel, matmul_dtype)  # (input, gates * units)
     bias = ops.cast(cell.bias, dtype)
     if cell.bias.shape[0] == 2:  # GRU, reset_after: (2, 3 units), input bias then recurrent bias
         input_bias, recurrent_bias = bias[0], bias[1]
-    else:
-        input_bias, recurrent_bias = bias, None
+    else:  # LSTM
+        input_bias, recurrent_bias = None, bias
     rest = None
     if split_at is not None:
         kernel, rest = kernel[:split_at], kernel[split_at:]
@@ -92,7 +94,8 @@ def affine(x, w, b=None):
 
 
 def project_inputs(weights, x):
-    """`x (..., input) -> (..., gates * units)`: the input share of every gate, bias included."""
+    """`x (..., input) -> (..., gates * units)`: the input share of every gate, with the input bias
+    (a GRU's; an LSTM's one bias is added in its step)."""
     return affine(x, weights["kernel"], weights["input_bias"])
 
 
@@ -111,7 +114,7 @@ def gru_step(gates_x, h, weights):
 
 def lstm_step(gates_x, h, c, weights):
     """One LSTM step: `gates_x (batch, 4u)`, `h`, `c (batch, u)` -> the new `(h, c)`."""
-    gates = gates_x + matmul(h, weights["recurrent_kernel"])  # (batch, 4u)
+    gates = gates_x + affine(h, weights["recurrent_kernel"], weights["recurrent_bias"])  # (batch, 4u)
     i, f, candidate, o = ops.split(gates, 4, axis=-1)
     c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(candidate)
     return ops.sigmoid(o) * ops.tanh(c), c
