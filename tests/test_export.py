@@ -34,7 +34,11 @@ def test_signature_names_and_types(exported_dates, name, inputs, outputs):
     assert {k: v.dtype for k, v in signature.structured_input_signature[1].items()} == inputs
     got = signature.structured_outputs
     assert {k: v.dtype for k, v in got.items()} == outputs
-    assert got["attention"].shape.rank == 3 and got["tokens"].shape.rank == 2
+    # Every output has its rank in the signature (`saved_model_cli show` prints it): a batch axis,
+    # then output time, n-best or input time axes.
+    ranks = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
+             "nbest_text": 2, "nbest_score": 2}
+    assert {k: v.shape.rank for k, v in got.items()} == {k: ranks[k] for k in outputs}
 
 
 def test_config_and_vocabulary_assets(exported_dates, dates_translator):

@@ -161,15 +161,15 @@ class Translator(tf.Module):
                           config=self.decode_config)
         ids = out["ids"]  # (batch, n, t_out)
         shape = tf.shape(ids)
-        nbest = self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]]))  # (batch * n,)
+        nbest = tf.reshape(self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), shape[:2])  # (batch, n)
         return {
-            "text": nbest[:: shape[1]],  # the best of each sentence
+            "text": nbest[:, 0],  # the best of each sentence
             "tokens": self.target_tokenizer.ids_to_tokens(ids[:, 0]),
             "input_tokens": input_tokens,
             "attention": out["attention"][:, 0],
             "length": out["length"][:, 0],
             "score": out["scores"][:, 0],
-            "nbest_text": tf.reshape(nbest, shape[:2]),
+            "nbest_text": nbest,
             "nbest_score": out["scores"],
         }
 
