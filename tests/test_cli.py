@@ -8,10 +8,22 @@ import sys
 import pytest
 
 
-def tfattn(*args, stdin=None, cwd=None):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+def tfattn(*args, stdin=None, cwd=None, env=None, text=True):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
     return subprocess.run([sys.executable, "-m", "tfattn.cli", *args], input=stdin, capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=600)
+                          text=text, env=env, cwd=cwd, timeout=600)
+
+
+def run_main(capsys, *args):
+    """`tfattn ARGS` in this process: (exit status, stdout, stderr)."""
+    from tfattn.cli import main
+
+    try:
+        status = main(list(args))
+    except SystemExit as e:
+        status = e.code
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 def test_help_lists_the_commands():
@@ -87,10 +99,13 @@ def test_demo_trains_exports_reloads_and_reports(tmp_path):
     assert len(result.stdout.strip().splitlines()) == 1 + 5  # five example translations, then the JSON
 
 
-@pytest.mark.parametrize("flag, value", [("--attention", "nope"), ("--epochs", "two")])
-def test_bad_flag_values_exit_2(flag, value):
+@pytest.mark.parametrize("flag, value, message", [
+    ("--attention", "nope", "argument --attention: invalid choice: 'nope'"),
+    ("--epochs", "two", "argument --epochs: expected an integer >= 1. Received: 'two'"),
+])
+def test_bad_flag_values_exit_2(flag, value, message):
     result = tfattn("demo", flag, value)
-    assert result.returncode == 2 and "invalid" in result.stderr
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("value, expected", [(None, None), ("float32", None), ("bfloat16", "bfloat16")])
@@ -100,3 +115,218 @@ def test_train_flags_set_the_projection_dtype(value, expected, tmp_path):
     flags = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
     args = build_parser().parse_args(flags + (["--projection-dtype", value] if value else []))
     assert run_config(args).model.projection_dtype == expected
+
+
+# -- flag values: counts, sizes, durations ---------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["evaluate", "--model", "m", "--batch-size", "0"],
+     "argument --batch-size: expected an integer >= 1. Received: '0'"),
+    (["evaluate", "--model", "m", "--limit", "0"], "argument --limit: expected an integer >= 1. Received: '0'"),
+    (["translate", "--model", "m", "--beam", "-1"], "argument --beam: expected an integer >= 0. Received: '-1'"),
+    (["train", "--out", "r", "--vocab-size", "4"],
+     "argument --vocab-size: expected an integer >= 5 (4 ids are reserved). Received: '4'"),
+    (["train", "--out", "r", "--max-length", "2"],
+     "argument --max-length: expected an integer >= 3 ([START] and [END] are counted). Received: '2'"),
+    (["train", "--out", "r", "--max-pairs", "0"], "argument --max-pairs: expected an integer >= 1. Received: '0'"),
+    (["train", "--out", "r", "--checkpoint-every", "0"],
+     "argument --checkpoint-every: expected an integer >= 1. Received: '0'"),
+    (["train", "--out", "r", "--units", "1.5"], "argument --units: expected an integer >= 1. Received: '1.5'"),
+    (["train", "--out", "r", "--layers", "0"], "argument --layers: expected an integer >= 1. Received: '0'"),
+    (["train", "--out", "r", "--embedding-dim", "-8"],
+     "argument --embedding-dim: expected an integer >= 1. Received: '-8'"),
+    (["train", "--out", "r", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1. Received: '0'"),
+    (["train", "--out", "r", "--epochs", "0"], "argument --epochs: expected an integer >= 1. Received: '0'"),
+    (["train", "--out", "r", "--learning-rate", "nan"],
+     "argument --learning-rate: expected a number > 0. Received: 'nan'"),
+    (["train", "--out", "r", "--time-budget", "0s"],
+     "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: '0s'"),
+    (["train", "--out", "r", "--time-budget", "soon"],
+     "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: 'soon'"),
+    (["demo", "--n-test", "0"], "argument --n-test: expected an integer >= 1. Received: '0'"),
+    (["demo", "--n-train", "0"], "argument --n-train: expected an integer >= 1. Received: '0'"),
+    (["demo", "--time-budget", "-1"], "argument --time-budget: expected a number > 0. Received: '-1'"),
+    (["demo", "--seed", "-1"], "argument --seed: expected an integer >= 0. Received: '-1'"),
+])
+def test_count_and_size_flags_refuse_nonsense(capsys, args, message):
+    status, out, err = run_main(capsys, *args)
+    assert status == 2 and out == ""
+    assert err.splitlines()[-1] == f"tfattn {args[0]}: error: {message}"
+
+
+def test_the_smallest_accepted_values_reach_the_config(tmp_path):
+    from tfattn.cli import build_parser, run_config
+
+    flags = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"), "--vocab-size", "5",
+             "--max-length", "3", "--batch-size", "1", "--units", "1", "--max-pairs", "1", "--time-budget", "1m30s"]
+    config = run_config(build_parser().parse_args(flags))
+    assert (config.source_tokenizer.max_tokens, config.source_tokenizer.max_length) == (5, 3)
+    assert (config.data.batch_size, config.model.units, config.corpus.max_pairs) == (1, 1, 1)
+    assert (config.train.time_budget, config.train.epochs) == (90.0, 10)  # no --epochs: TrainConfig's 10
+    assert build_parser().parse_args(["translate", "--model", "m", "--beam", "0"]).beam == 0
+
+
+def test_the_smallest_vocabulary_has_one_token_besides_the_reserved_ids():
+    from tfattn.cli import MIN_VOCAB_SIZE
+    from tfattn.text import RESERVED, Tokenizer
+
+    assert MIN_VOCAB_SIZE == len(RESERVED) + 1
+    tokenizer = Tokenizer.adapt(["a a b"], max_tokens=MIN_VOCAB_SIZE)
+    assert list(tokenizer.vocabulary[len(RESERVED):]) == ["a"]
+
+
+@pytest.mark.parametrize("field, value", [("n_train", 0), ("n_test", 0), ("n_test", -5), ("n_train", 2.5)])
+def test_demo_config_needs_pairs(field, value):
+    from tfattn.demo import DemoConfig
+
+    with pytest.raises(ValueError, match=rf"{field} must be an int >= 1\. Received: {field}={value!r}"):
+        DemoConfig(**{field: value})
+
+
+def test_demo_config_needs_a_positive_time_budget():
+    from tfattn.demo import DemoConfig
+
+    with pytest.raises(ValueError, match=r"time_budget must be > 0 seconds, or None .*Received: time_budget=-1"):
+        DemoConfig(time_budget=-1)
+    assert DemoConfig(time_budget=None, n_train=1, n_test=1).time_budget is None
+
+
+# -- train --resume takes the run's settings -------------------------------------------------------
+
+def test_resume_refuses_flags_it_would_ignore(tmp_path):
+    run = str(tmp_path / "run")
+    result = tfattn("train", "--resume", "--out", run, "--units", "512", "--epochs", "3", "--corpus", "my c.txt",
+                    "--no-input-feeding")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "tfattn: error: --resume continues the run with its own settings (config.json); it takes only --epochs, "
+        "--time-budget and --quiet. Received: --corpus 'my c.txt' --no-input-feeding --units 512"
+    ]
+
+
+@pytest.mark.parametrize("flags, epochs, budget", [
+    ([], None, None),  # the run's own
+    (["--epochs", "3", "--time-budget", "2m"], 3, 120.0),
+])
+def test_resume_passes_only_epochs_and_time_budget(capsys, monkeypatch, tmp_path, flags, epochs, budget):
+    import tfattn.runs
+
+    calls = []
+    monkeypatch.setattr(tfattn.runs, "train_run", lambda config, out, **kw: calls.append((out, kw)) or {"run": out})
+    status, out, _ = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--quiet", *flags)
+    assert status == 0 and json.loads(out) == {"run": str(tmp_path)}
+    [(run, kw)] = calls
+    assert (run, kw["resume"], kw["quiet"], kw["epochs"], kw["time_budget"]) == (str(tmp_path), True, True, epochs,
+                                                                                 budget)
+
+
+# -- translate: any bytes ------------------------------------------------------------------------
+
+def test_translate_passes_bytes_that_are_not_utf8(exported_dates):
+    # The model reads the bytes and cleans them itself (an invalid byte becomes U+FFFD), as a server would.
+    replaced = tfattn("translate", "--model", exported_dates, "\ufffd5 march 2019", "5 march 2019")
+    assert replaced.returncode == 0, replaced.stderr
+    by_args = tfattn("translate", "--model", exported_dates, b"\xff5 march 2019", "5 march 2019")
+    assert by_args.returncode == 0 and "Traceback" not in by_args.stderr, by_args.stderr
+    assert by_args.stdout == replaced.stdout and len(by_args.stdout.splitlines()) == 2
+    by_stdin = tfattn("translate", "--model", exported_dates, stdin=b"\xff5 march 2019\r\n5 march 2019\n", text=False)
+    assert by_stdin.returncode == 0, by_stdin.stderr
+    assert by_stdin.stdout.decode("utf-8") == replaced.stdout
+
+
+# -- plots: the path written, files that are not what is expected ----------------------------------
+
+HISTORY = {"loss": [2.0, 1.0], "accuracy": [0.2, 0.5], "val_loss": [2.1, 1.4], "seconds": 3.0}
+EVALUATION = {"bleu": 10.0, "n": 3, "bleu_by_length": {"1-5": {"bleu": 12.0, "n": 2}, "6-10": {"bleu": 8.0, "n": 1}}}
+
+
+def write_json(path, obj):
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return str(path)
+
+
+def test_plot_out_without_extension_writes_and_prints_a_png(capsys, tmp_path):
+    history = write_json(tmp_path / "history.json", HISTORY)
+    status, out, err = run_main(capsys, "plot", "--history", history, "--out", str(tmp_path / "hist"))
+    assert status == 0, err
+    assert out.strip() == str(tmp_path / "hist.png")
+    assert (tmp_path / "hist.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "hist").exists()
+    status, out, _ = run_main(capsys, "plot", "--history", history, "--out", str(tmp_path / "hist.pdf"))
+    assert status == 0 and out.strip() == str(tmp_path / "hist.pdf") and (tmp_path / "hist.pdf").is_file()
+
+
+def test_translate_plot_without_extension_prints_the_png_written(exported_dates, tmp_path):
+    result = tfattn("translate", "--model", exported_dates, "5 march 2019", "--plot", str(tmp_path / "att"))
+    assert result.returncode == 0, result.stderr
+    assert f"attention plot: {tmp_path / 'att.png'}" in result.stderr.splitlines()
+    assert (tmp_path / "att.png").stat().st_size > 0 and not (tmp_path / "att").exists()
+
+
+def test_save_figure_adds_png_only_without_a_suffix(tmp_path):
+    from tfattn.plot import plot_history, save_figure
+
+    assert save_figure(plot_history(HISTORY), tmp_path / "h") == tmp_path / "h.png"
+    assert save_figure(plot_history(HISTORY), str(tmp_path / "h.svg")) == tmp_path / "h.svg"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.png", "h.svg"]
+
+
+def test_plot_errors_name_the_file_and_what_was_expected(capsys, tmp_path):
+    history = write_json(tmp_path / "history.json", HISTORY)
+    (tmp_path / "notjson.json").write_text("loss: [1, 2]\n", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    out = ["--out", str(tmp_path / "p.png")]
+    cases = [
+        (["--bleu-by-length", history], f"{history} is not a `tfattn evaluate --output` file (no 'bleu_by_length'). "
+                                        f"Received: --bleu-by-length {history!r}"),
+        (["--history", str(tmp_path / "notjson.json")],
+         f"{tmp_path / 'notjson.json'} is not JSON (a run's history.json expected): Expecting value: line 1 column 1 "
+         f"(char 0). Received: --history {str(tmp_path / 'notjson.json')!r}"),
+        (["--history", str(tmp_path)],
+         f"{tmp_path} is a directory; pass {tmp_path / 'history.json'}. Received: --history {str(tmp_path)!r}"),
+        (["--history", str(tmp_path / "empty")],
+         f"{tmp_path / 'empty'} is a directory; pass a run's history.json. "
+         f"Received: --history {str(tmp_path / 'empty')!r}"),
+        (["--history", write_json(tmp_path / "eval.json", EVALUATION)],
+         f"{tmp_path / 'eval.json'} is not a run's history.json (no 'loss'). "
+         f"Received: --history {str(tmp_path / 'eval.json')!r}"),
+        (["--bleu-by-length", str(tmp_path / "missing.json")],
+         f"No such file: {tmp_path / 'missing.json'} (a file written by `tfattn evaluate --output` expected). "
+         f"Received: --bleu-by-length {str(tmp_path / 'missing.json')!r}"),
+    ]
+    for flags, message in cases:
+        status, stdout, err = run_main(capsys, "plot", *flags, *out)
+        assert (status, stdout, err) == (2, "", f"tfattn: error: {message}\n"), flags
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_plot_bleu_by_length_files_of_the_same_name_get_a_curve_each(capsys, monkeypatch, tmp_path):
+    import tfattn.plot
+
+    (tmp_path / "spa").mkdir()
+    (tmp_path / "fra").mkdir()
+    paths = [write_json(tmp_path / name / "eval.json", EVALUATION) for name in ("spa", "fra")]
+    drawn = []
+    real = tfattn.plot.plot_bleu_by_length
+    monkeypatch.setattr(tfattn.plot, "plot_bleu_by_length", lambda curves: drawn.append(curves) or real(curves))
+    status, _, err = run_main(capsys, "plot", "--bleu-by-length", *paths, "--out", str(tmp_path / "b.png"))
+    assert status == 0, err
+    assert list(drawn[0]) == [str(tmp_path / "spa" / "eval"), str(tmp_path / "fra" / "eval")]
+
+
+# -- corpora the CLI cannot read -------------------------------------------------------------------
+
+@pytest.mark.parametrize("corpus, message", [
+    ("file:///nowhere/missing.zip",
+     "Cannot download the corpus from file:///nowhere/missing.zip: [Errno 2] No such file or directory: "
+     "'/nowhere/missing.zip'. Received: url='file:///nowhere/missing.zip'"),
+    ("tfds:nonexistent", "TFDS has no dataset 'nonexistent'. See https://www.tensorflow.org/datasets/catalog/overview. "
+                         "Received: name='nonexistent'"),
+])
+def test_train_on_a_corpus_that_cannot_be_read_is_one_line(tmp_path, corpus, message):
+    if corpus.startswith("tfds:"):
+        pytest.importorskip("tensorflow_datasets")
+    result = tfattn("train", "--corpus", corpus, "--data-dir", str(tmp_path / "tfds"), "--out", str(tmp_path / "run"),
+                    env={"KERAS_HOME": str(tmp_path / "keras")})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"tfattn: error: {message}"
+    assert not (tmp_path / "run").exists()

@@ -132,6 +132,7 @@ def test_strict_names_file_line_and_problem(tmp_path, line, reason):
         corpora.load_anki(path, strict=True)
     message = str(info.value)
     assert f"{path}, line 2: {reason}." in message
+    assert "Pass strict=False (drop --strict) to skip and count bad lines." in message
     assert "Received: line=" in message
 
 
@@ -246,8 +247,13 @@ def test_load_corpus_parallel_prefix(tmp_path):
     corpus = corpora.load_corpus(tmp_path / "train", format="parallel",
                                  source_lang="de", target_lang="en")
     assert corpus.pairs == [("Ein Hund.", "A dog.")]
-    with pytest.raises(ValueError, match=r"Received: source_lang=None, target_lang='en'"):
+    with pytest.raises(ValueError) as info:
         corpora.load_corpus(tmp_path / "train", format="parallel", target_lang="en")
+    assert str(info.value) == (
+        "format='parallel' (--format parallel) needs source_lang= and target_lang= (--source-lang, "
+        "--target-lang), e.g. 'de' and 'en' for PREFIX.de and PREFIX.en. "
+        "Received: source_lang=None, target_lang='en'"
+    )
 
 
 def test_load_corpus_unknown_format_names_it_and_the_choices(tmp_path):
@@ -258,8 +264,25 @@ def test_load_corpus_unknown_format_names_it_and_the_choices(tmp_path):
 
 
 def test_load_corpus_cannot_guess_format(tmp_path):
-    with pytest.raises(ValueError, match=r"pass format=.*Received: spec="):
+    with pytest.raises(ValueError, match=r"pass format= \(--format\) one of .*Received: spec="):
         corpora.load_corpus(tmp_path / "train.en")
+
+
+def test_load_corpus_local_zip_says_to_unpack_it(tmp_path):
+    archive = write_zip(tmp_path / "spa-eng.zip", {"spa-eng/spa.txt": "Go.\tVe.\n"})
+    for format in (None, "anki", "tsv"):
+        with pytest.raises(ValueError) as info:
+            corpora.load_corpus(archive, format=format)
+        assert str(info.value) == (
+            f"{archive} is a zip archive: unpack it and pass the .txt file inside (e.g. "
+            f"spa-eng/spa.txt), or pass its file:// URL ({archive.as_uri()}) to have it extracted "
+            f"into the Keras cache. Received: spec={str(archive)!r}"
+        )
+    with pytest.raises(FileNotFoundError, match=r"No such corpus file: .*missing\.zip"):
+        corpora.load_corpus(tmp_path / "missing.zip")
+    # The URL the message gives works:
+    corpus = corpora.load_corpus(archive.as_uri(), cache_dir=str(tmp_path / "cache"))
+    assert corpus.pairs == [("Ve.", "Go.")]
 
 
 @pytest.mark.parametrize("format, name", [(None, "missing.txt"), ("tsv", "missing.tsv"),
@@ -292,6 +315,45 @@ def test_load_corpus_url(tmp_path):
     archive = write_zip(tmp_path / "fra-eng.zip", {"fra.txt": "Go.\tVa !\n"})
     corpus = corpora.load_corpus(archive.as_uri(), cache_dir=str(tmp_path / "cache"))
     assert corpus.pairs == [("Va !", "Go.")]
+
+
+def test_download_anki_missing_file_url_names_it(tmp_path):
+    url = (tmp_path / "missing.zip").as_uri()
+    with pytest.raises(OSError) as info:
+        corpora.load_corpus(url, cache_dir=str(tmp_path / "cache"))
+    assert str(info.value) == (
+        f"Cannot download the corpus from {url}: [Errno 2] No such file or directory: "
+        f"{str(tmp_path / 'missing.zip')!r}. Received: url={url!r}"
+    )
+
+
+def test_download_anki_http_error_names_the_url_and_status(tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)  # on this machine only
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/spa-eng.zip"
+    try:
+        with pytest.raises(OSError) as info:
+            corpora.download_anki(url, cache_dir=str(tmp_path / "cache"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(info.value) == (
+        f"Cannot download the corpus from {url}: HTTP Error 404: File not found. "
+        f"Received: url={url!r}"
+    )
+
+
+def test_download_anki_of_a_file_that_is_not_a_zip(tmp_path, recwarn):
+    path = write_anki(tmp_path / "spa.txt")
+    with pytest.raises(ValueError, match=r"spa\.txt is not a zip archive; an URL corpus must be"):
+        corpora.download_anki(path.as_uri(), cache_dir=str(tmp_path / "cache"))
+    assert not [w for w in recwarn if "Could not extract" in str(w.message)]  # the error says it
 
 
 def test_download_anki_needs_exactly_one_txt(tmp_path):
@@ -371,6 +433,26 @@ def test_load_tfds_key_errors(tfds_spa):
     with pytest.raises(ValueError, match=r"\['source', 'target'\]\. Received: source_key='en'"):
         corpora.load_tfds("tfattn_anki/spa", split="test", data_dir=data_dir,
                           source_key="en", target_key="target")
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("nonexistent", "See https://www.tensorflow.org/datasets/catalog/overview."),
+    ("ted_hrlr_translat/pt_to_en", "Did you mean: ted_hrlr_translat -> ted_hrlr_translate ?"),
+])
+def test_load_tfds_unknown_dataset_is_one_short_line(tmp_path, name, hint):
+    # TFDS's own message lists every dataset it knows (hundreds of lines).
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(ValueError) as info:
+        corpora.load_corpus(f"tfds:{name}", split="test", data_dir=str(tmp_path))
+    dataset = name.split("/")[0]
+    assert str(info.value) == f"TFDS has no dataset {dataset!r}. {hint} Received: name={name!r}"
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_load_tfds_without_a_name():
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(ValueError, match=r"needs a dataset name.*Received: name=''"):
+        corpora.load_corpus("tfds:")
 
 
 def test_tfds_builder_config_with_local_path(tfds_spa, tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import tensorflow as tf
 from conftest import shared_data
 from tfattn import dates
 from tfattn.cli import find_export
-from tfattn.runs import CorpusConfig, RunConfig, load_splits, parse_duration, run_config_of
+from tfattn.runs import CorpusConfig, Run, RunConfig, load_splits, parse_duration, run_config_of, train_run
 from tfattn.serving import CONFIG_FILE
 
 
@@ -114,7 +115,7 @@ def test_sigkill_mid_epoch_then_resume(tmp_path):
     reader = tf.train.load_checkpoint(latest)
     assert reader.get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == last["position"]
 
-    resumed = tfattn(*flags, "--resume")
+    resumed = tfattn("train", "--out", run, "--resume", "--quiet")  # the run's own corpus and settings
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
     assert f"resumed from step {last['step']} (epoch 1, batch {last['position']})" in err
@@ -147,6 +148,78 @@ def test_run_directory_contents(small_run):
     assert len(history["val_loss"]) == 2 and summary["best_val_loss"] == pytest.approx(min(history["val_loss"]))
     assert find_export(run) == os.path.join(run, "export")
     assert run_config_of(run).model.units == 32
+
+
+def test_the_last_step_is_checkpointed(small_run):
+    run, summary = small_run
+    # 570 training pairs in batches of 8 make 72 steps an epoch, 144 in two. With --checkpoint-every
+    # 10, saves come at steps 1, 11, ..., 141: only the save at the end holds the last 3 steps.
+    assert summary["steps"] == 144
+    assert [r["step"] for r in events(run, "checkpoint")][-1] == 141
+    assert [r["step"] for r in events(run, "end")] == [144]
+    assert tf.train.latest_checkpoint(os.path.join(run, "checkpoints")).endswith("ckpt-144")
+    # The best loss is saved with it: a resumed run compares its epochs with the real best.
+    history = json.load(open(os.path.join(run, "history.json")))
+    reader = tf.train.load_checkpoint(os.path.join(run, "checkpoints", "ckpt-144"))
+    assert reader.get_tensor("best_val_loss/.ATTRIBUTES/VARIABLE_VALUE") == pytest.approx(min(history["val_loss"]))
+
+
+def test_resume_a_finished_run_for_more_epochs(small_run, tmp_path):
+    run = str(tmp_path / "run")
+    shutil.copytree(small_run[0], run)
+    before = json.load(open(os.path.join(run, "history.json")))
+    proc = tfattn("train", "--out", run, "--resume", "--epochs", "3", "--quiet")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert "resumed from step 144 (epoch 3, batch 0)" in err  # two epochs done, none repeated
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["steps"] == 216 and summary["epochs"] == 3  # 72 more steps; the history goes on
+    history = json.load(open(os.path.join(run, "history.json")))
+    assert history["val_loss"][:2] == before["val_loss"] and len(history["val_loss"]) == 3
+    assert history["seconds"] > before["seconds"]
+    assert tf.train.latest_checkpoint(os.path.join(run, "checkpoints")).endswith("ckpt-216")
+
+
+def test_resume_keeps_the_runs_epochs_and_time_budget_unless_given(tmp_path):
+    run = Run(tmp_path)
+    config = RunConfig()
+    config.train.epochs, config.train.time_budget = 4, 900.0
+    run.write_json("config.json", config.to_dict())
+    from tfattn.runs import _resumed_config
+
+    kept = _resumed_config(run, None, None).train
+    assert (kept.epochs, kept.time_budget) == (4, 900.0)  # this session gets the run's budget again
+    given = _resumed_config(run, 6, 60.0).train
+    assert (given.epochs, given.time_budget) == (6, 60.0)
+
+
+def test_a_corpus_without_validation_pairs_writes_no_run(tmp_path):
+    # Line i goes to validation when i % 50 == 1: blank lines 1 and 51 leave it empty.
+    lines = ["" if i in (1, 51) else f"2019-01-{i % 28 + 1:02d}\t{i} jan 2019" for i in range(100)]
+    (tmp_path / "d.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = RunConfig(corpus=CorpusConfig(corpus=str(tmp_path / "d.txt")))
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"The validation split of .*d\.txt has no sentence pairs \(.*2 skipped"):
+        train_run(config, str(out), echo=lambda line: None)
+    assert not out.exists()  # nothing half made: a corrected corpus can use the same --out
+
+
+def test_ctrl_c_saves_the_latest_state(tmp_path):
+    write_anki(tmp_path / "d.txt", 3000)
+    run = str(tmp_path / "run")
+    flags = [*TRAIN_FLAGS[:-3], "--checkpoint-every", "25", "--quiet"]
+    proc = tfattn("train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1", *flags)
+    deadline = time.time() + 300
+    while len(events(run, "checkpoint")) < 2 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)  # steps 1 and 26 saved: training is under way, far from the epoch's 360
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    [saved] = events(run, "interrupted")
+    assert 26 <= saved["step"] < 360 and "Continue with: tfattn train --resume --out" in err
+    latest = tf.train.latest_checkpoint(os.path.join(run, "checkpoints"))
+    assert latest.endswith(f"ckpt-{saved['step']}")
+    assert tf.train.load_checkpoint(latest).get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == saved["position"]
 
 
 def test_refuses_to_overwrite_a_run(small_run, tmp_path):

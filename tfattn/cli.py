@@ -14,7 +14,9 @@ one line, `tfattn: error: ...`, and exit with status 2; never a traceback.
 import argparse
 import dataclasses
 import json
+import math
 import os
+import shlex
 import sys
 
 
@@ -29,11 +31,33 @@ def _demo(args):
 
 
 def _train(args):
+    if args.resume:
+        _check_resume_flags(args)  # before TensorFlow loads
     from tfattn.runs import train_run
 
     summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
-                        echo=lambda line: print(line, file=sys.stderr))
+                        echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
+                        time_budget=args.time_budget)
     print(json.dumps(summary))
+
+
+RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet")  # what `train --resume` may be given
+
+
+def _check_resume_flags(args):
+    """Refuses the flags that `train --resume` would ignore: the run's config.json holds its settings."""
+    parser = _add_train_parser(argparse.ArgumentParser().add_subparsers())
+    given = []
+    for action in parser._actions:
+        if action.dest in RESUME_FLAGS or action.default == argparse.SUPPRESS:  # --help
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value != action.default:
+            flag = action.option_strings[-1]
+            given.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
+    if given:
+        raise ValueError("--resume continues the run with its own settings (config.json); it takes only "
+                         f"--epochs, --time-budget and --quiet. Received: {' '.join(given)}")
 
 
 def find_export(model_dir):
@@ -86,16 +110,22 @@ def _translate(args):
     path = find_export(args.model)  # before TensorFlow loads: a wrong path fails fast
     import tensorflow as tf
 
-    texts = args.text or [line.rstrip("\n") for line in sys.stdin]
+    texts = [os.fsencode(text) for text in args.text] or list(_stdin_lines())  # bytes: any encoding goes
     signature, inputs = _signature(path, args.beam)
     out = signature(text=tf.constant(texts, tf.string), **inputs)
     for text in out["text"].numpy():
-        print(text.decode("utf-8"))
+        print(text.decode("utf-8", errors="replace"))
     if args.plot and texts:
         from tfattn.plot import plot_attention, save_figure
 
         fig = plot_attention(out["attention"][0], out["input_tokens"][0].numpy(), out["tokens"][0].numpy())
         print(f"attention plot: {save_figure(fig, args.plot)}", file=sys.stderr)
+
+
+def _stdin_lines():
+    """Lines of stdin as bytes, without their LF or CRLF end (the model reads bytes that are not UTF-8 too)."""
+    for line in sys.stdin.buffer:
+        yield line.removesuffix(b"\n").removesuffix(b"\r")
 
 
 def _export(args):
@@ -110,19 +140,44 @@ def _plot(args):
     if bool(args.history) == bool(args.bleu_by_length):
         raise ValueError("Give exactly one of --history FILE or --bleu-by-length FILE [FILE ...]")
     if args.history:
-        fig = plot.plot_history(_read_json(args.history))
+        history = _read_json(args.history, "--history", "a run's history.json")
+        if not isinstance(history, dict) or "loss" not in history:
+            raise ValueError(f"{args.history} is not a run's history.json (no 'loss'). "
+                             f"Received: --history {args.history!r}")
+        fig = plot.plot_history(history)
     else:
-        curves = {os.path.splitext(os.path.basename(p))[0]: _read_json(p)["bleu_by_length"]
-                  for p in args.bleu_by_length}
+        curves = {}
+        for path, label in zip(args.bleu_by_length, _curve_labels(args.bleu_by_length)):
+            result = _read_json(path, "--bleu-by-length", "a file written by `tfattn evaluate --output`")
+            if not isinstance(result, dict) or not isinstance(result.get("bleu_by_length"), dict):
+                raise ValueError(f"{path} is not a `tfattn evaluate --output` file (no 'bleu_by_length'). "
+                                 f"Received: --bleu-by-length {path!r}")
+            curves[label] = result["bleu_by_length"]
         fig = plot.plot_bleu_by_length(curves)
     print(plot.save_figure(fig, args.out))
 
 
-def _read_json(path):
+def _curve_labels(paths):
+    """One legend label per file: its name without .json, or its path when two files share a name."""
+    names = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    return [os.path.splitext(os.path.normpath(p))[0] for p in paths]
+
+
+def _read_json(path, flag, expected):
+    """The JSON value in the file `path` given to `flag`; a clear error naming it otherwise."""
+    if os.path.isdir(path):
+        inside = os.path.join(path, "history.json")
+        hint = f"pass {inside}" if flag == "--history" and os.path.isfile(inside) else f"pass {expected}"
+        raise IsADirectoryError(f"{path} is a directory; {hint}. Received: {flag} {path!r}")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"No such file. Received: path={path!r}")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        raise FileNotFoundError(f"No such file: {path} ({expected} expected). Received: {flag} {path!r}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as e:  # json.JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is not JSON ({expected} expected): {e}. Received: {flag} {path!r}") from None
 
 
 # -- configuration from flags ----------------------------------------------------------------------
@@ -143,7 +198,7 @@ def run_config(args):
     from tfattn.data import DataConfig
     from tfattn.decoding import DecodeConfig
     from tfattn.model import ModelConfig
-    from tfattn.runs import RunConfig, TokenizerConfig, parse_duration
+    from tfattn.runs import RunConfig, TokenizerConfig
     from tfattn.train import TrainConfig
 
     tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
@@ -151,9 +206,9 @@ def run_config(args):
                         input_feeding=args.input_feeding, embedding_dim=args.embedding_dim, units=args.units,
                         rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
                         max_source_length=args.max_length, projection_dtype=args.projection_dtype)
-    budget = parse_duration(args.time_budget) if args.time_budget else None
+    epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
-                        epochs=args.epochs, time_budget=budget, seed=args.seed)
+                        epochs=epochs, time_budget=args.time_budget, seed=args.seed)
     data = DataConfig(batch_size=args.batch_size, bucket=not args.no_bucket, seed=args.seed)
     decode = DecodeConfig(max_length=args.max_length)
     return RunConfig(corpus=_corpus_config(args), source_tokenizer=tokenizer,
@@ -185,9 +240,11 @@ def _add_train_parser(sub):
                        description="Train an attention model. The run directory (--out) holds config.json, "
                                    "checkpoints/, best/, history.json and, at the end, export/.")
     _add_corpus_flags(p, required=False)
-    p.add_argument("--max-pairs", type=int, help="use only this many training pairs (for quick runs)")
+    p.add_argument("--max-pairs", type=positive_int, help="use only this many training pairs (for quick runs)")
     p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its last checkpoint, with its own settings "
+                        "(config.json): only --epochs, --time-budget and --quiet may be given")
     m = p.add_argument_group("model")
     m.add_argument("--attention", choices=("luong", "bahdanau"), default="luong", help="default: luong")
     m.add_argument("--score", choices=("dot", "general", "concat", "location"), default="general",
@@ -197,41 +254,96 @@ def _add_train_parser(sub):
     m.add_argument("--no-input-feeding", dest="input_feeding", action="store_false",
                    help="Luong: no input feeding (faster: the decoder RNN runs over the whole target)")
     m.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="default: gru")
-    m.add_argument("--embedding-dim", type=int, default=256, help="default: 256")
-    m.add_argument("--units", type=int, default=256, help="recurrent units (default: 256)")
-    m.add_argument("--layers", type=int, default=1, help="encoder layers (default: 1)")
+    m.add_argument("--embedding-dim", type=positive_int, default=256, help="default: 256")
+    m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
+    m.add_argument("--layers", type=positive_int, default=1, help="encoder layers (default: 1)")
     m.add_argument("--dropout", type=float, default=0.0, help="default: 0.0")
     m.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
                    help="dtype of the output layers' matrix products in training; bfloat16 is faster on "
                         "CPUs with AMX, no faster elsewhere (default: float32)")
     t = p.add_argument_group("tokens and batches")
     t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default="word", help="default: word")
-    t.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size per side (default: 8000)")
-    t.add_argument("--max-length", type=int, default=40,
-                   help="max tokens per sentence; longer training pairs are dropped (default: 40)")
-    t.add_argument("--batch-size", type=int, default=64, help="default: 64")
+    t.add_argument("--vocab-size", type=at_least(MIN_VOCAB_SIZE, " (4 ids are reserved)"), default=8000,
+                   help="vocabulary size per side, the 4 reserved ids included (default: 8000)")
+    t.add_argument("--max-length", type=at_least(MIN_MAX_LENGTH, " ([START] and [END] are counted)"), default=40,
+                   help="max tokens per sentence, [START] and [END] included; longer training pairs are "
+                        "dropped (default: 40)")
+    t.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
     t.add_argument("--no-bucket", action="store_true", help="do not group sentences by length")
     o = p.add_argument_group("optimization")
-    o.add_argument("--epochs", type=int, default=10, help="default: 10")
-    o.add_argument("--time-budget", help="stop after this long, e.g. 15m, 90s, 1h")
-    o.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
-    o.add_argument("--decay-steps", type=int, help="cosine decay of the learning rate over this many steps")
-    o.add_argument("--clip-norm", type=float, default=5.0, help="gradient clipping by global norm (default: 5)")
-    o.add_argument("--checkpoint-every", type=int, default=500, help="steps between checkpoints (default: 500)")
-    o.add_argument("--seed", type=int, default=0, help="default: 0")
+    o.add_argument("--epochs", type=positive_int,
+                   help="epochs in all (default: 10; with --resume, the run's own: give more to train longer)")
+    o.add_argument("--time-budget", type=duration,
+                   help="stop after this long, e.g. 15m, 90s, 1h (with --resume: this session's budget; "
+                        "default: the run's own)")
+    o.add_argument("--learning-rate", type=positive_float, default=1e-3, help="Adam learning rate (default: 1e-3)")
+    o.add_argument("--decay-steps", type=positive_int, help="cosine decay of the learning rate over this many steps")
+    o.add_argument("--clip-norm", type=positive_float, default=5.0,
+                   help="gradient clipping by global norm (default: 5)")
+    o.add_argument("--checkpoint-every", type=positive_int, default=500,
+                   help="steps between checkpoints (default: 500)")
+    o.add_argument("--seed", type=non_negative_int, default=0, help="default: 0")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
+    return p
 
 
 def _add_model_parser(sub, name, help, description):
     p = sub.add_parser(name, help=help, description=description)
     p.add_argument("--model", required=True, help="a run directory or an export directory")
-    p.add_argument("--beam", type=int, default=0, help="beam width (default: greedy)")
+    p.add_argument("--beam", type=non_negative_int, default=0, help="beam width; 0 or 1: greedy (default: 0)")
     p.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                    help="TensorFlow's inter-op and intra-op thread counts (0: its default). On a small CPU, "
                         "2,1 (one thread per op, two ops at a time) decodes faster; see the README's "
                         "serving section. Default: TensorFlow's own")
     return p
+
+
+def at_least(minimum, why=""):
+    """An argparse type: an int >= `minimum` (`why`, if given, says why in the error)."""
+    def count(value):
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}{why}. Received: {value!r}")
+        return number
+
+    count.__name__ = f"integer >= {minimum}"
+    return count
+
+
+positive_int = at_least(1)
+non_negative_int = at_least(0)
+# Ids 0-3 are reserved (padding, [UNK], [START], [END]: tfattn.text.RESERVED); a vocabulary needs a real token.
+MIN_VOCAB_SIZE = 5
+MIN_MAX_LENGTH = 3  # [START], one token, [END] (tfattn.text.Tokenizer)
+
+
+def positive_float(value):
+    """An argparse type: a finite number > 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"expected a number > 0. Received: {value!r}")
+    return number
+
+
+def duration(value):
+    """An argparse type: `"15m"`, `"90s"`, `"1h30m"` or `"45"` (seconds) -> seconds, > 0."""
+    from tfattn.runs import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        seconds = None
+    if seconds is None or not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). "
+                                         f"Received: {value!r}")
+    return seconds
 
 
 def threads(value):
@@ -266,14 +378,14 @@ def build_parser():
                                       "dates, export it as a SavedModel, reload it, and print one JSON line.")
     demo.add_argument("--attention", choices=("luong", "bahdanau"), default="luong",
                       help="attention and decoder style (default: luong)")
-    demo.add_argument("--n-train", type=int, default=30000, help="training pairs (default: 30000)")
-    demo.add_argument("--n-test", type=int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=int, default=6, help="training epochs (default: 6)")
-    demo.add_argument("--time-budget", type=float, default=80.0,
+    demo.add_argument("--n-train", type=positive_int, default=30000, help="training pairs (default: 30000)")
+    demo.add_argument("--n-test", type=positive_int, default=1000, help="held-out test pairs (default: 1000)")
+    demo.add_argument("--epochs", type=positive_int, default=6, help="training epochs (default: 6)")
+    demo.add_argument("--time-budget", type=positive_float, default=80.0,
                       help="stop training after this many seconds (default: 80)")
     demo.add_argument("--out-dir", default="saved_models",
                       help="the export goes to OUT_DIR/dates-ATTENTION (default: saved_models)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    demo.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=_demo)
 
@@ -284,15 +396,16 @@ def build_parser():
                            "(sacrebleu, 13a tokenization, lowercased, against the untouched references).")
     _add_corpus_flags(ev, required=False)
     ev.add_argument("--split", choices=("train", "validation", "val", "test"), default="test", help="default: test")
-    ev.add_argument("--limit", type=int, help="evaluate only the first N pairs of the split")
-    ev.add_argument("--batch-size", type=int, default=64, help="sentences per call (default: 64)")
+    ev.add_argument("--limit", type=positive_int, help="evaluate only the first N pairs of the split")
+    ev.add_argument("--batch-size", type=positive_int, default=64, help="sentences per call (default: 64)")
     ev.add_argument("--output", help="also write the JSON to this file (for tfattn plot --bleu-by-length)")
     ev.set_defaults(func=_evaluate)
 
     tr = _add_model_parser(sub, "translate", "translate text with a trained model",
                            "Translate the given sentences (or stdin lines) with a run or an export.")
     tr.add_argument("text", nargs="*", help="sentences to translate; read from stdin when absent")
-    tr.add_argument("--plot", help="save the first sentence's attention heatmap to this PNG path")
+    tr.add_argument("--plot", help="save the first sentence's attention heatmap to this image path "
+                                    "(.png is added when it has no extension)")
     tr.set_defaults(func=_translate)
 
     ex = sub.add_parser("export", help="export a run's checkpoint as a SavedModel",
@@ -311,7 +424,9 @@ def build_parser():
                                     "`tfattn evaluate --output` files (one curve per file).")
     pl.add_argument("--history", help="a run's history.json")
     pl.add_argument("--bleu-by-length", nargs="+", help="JSON files written by tfattn evaluate --output")
-    pl.add_argument("--out", required=True, help="PNG path to write")
+    pl.add_argument("--out", required=True,
+                    help="image path to write; the extension chooses the format (.png is added when it has "
+                         "none)")
     pl.set_defaults(func=_plot)
     return parser
 

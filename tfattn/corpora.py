@@ -28,7 +28,9 @@ len(splits["test"])       # 2380
 import dataclasses
 import os
 import pathlib
+import urllib.error
 import urllib.parse
+import warnings
 
 ANKI_SPA_URL = "http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip"
 DIRECTIONS = ("to_english", "from_english")
@@ -118,8 +120,8 @@ class _Collector:
     def skip(self, number, reason, received):
         if self.strict:
             raise ValueError(
-                f"{self.where}, line {number}: {reason}. Pass strict=False to skip and count bad "
-                f"lines. Received: line={_shorten(received)!r}"
+                f"{self.where}, line {number}: {reason}. Pass strict=False (drop --strict) to skip "
+                f"and count bad lines. Received: line={_shorten(received)!r}"
             )
         self.lines_skipped += 1
         if len(self.skipped) < MAX_SKIPPED_KEPT:
@@ -412,13 +414,21 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
     """
     import tensorflow_datasets as tfds
 
+    if not name:
+        raise ValueError(
+            "A TFDS spec needs a dataset name, e.g. 'tfds:ted_hrlr_translate/pt_to_en'. "
+            f"Received: name={name!r}"
+        )
     if (source_key is None) != (target_key is None):
         raise ValueError(
             "Pass both source_key and target_key, or neither to use the supervised keys. "
             f"Received: source_key={source_key!r}, target_key={target_key!r}"
         )
-    dataset = tfds.load(name, split=split, data_dir=data_dir, as_supervised=source_key is None,
-                        download=download)
+    try:
+        dataset = tfds.load(name, split=split, data_dir=data_dir, as_supervised=source_key is None,
+                            download=download)
+    except tfds.core.DatasetNotFoundError as error:  # its message lists every TFDS dataset
+        raise ValueError(_dataset_not_found(name, str(error))) from None
     where = f"tfds:{name}[{split}]"
     collector = _Collector(where, strict)
     number = 0
@@ -432,6 +442,15 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
         else:
             collector.keep(number, source, target)
     return collector.corpus(number, where)
+
+
+def _dataset_not_found(name, message):
+    """A short message for TFDS's `DatasetNotFoundError`, whose own lists every dataset it knows."""
+    lines = message.splitlines()
+    guess = next((line.strip() for line in lines if line.startswith("Did you mean")), None)
+    hint = guess or "See https://www.tensorflow.org/datasets/catalog/overview."
+    dataset = name.split("/")[0].split(":")[0]
+    return f"TFDS has no dataset {dataset!r}. {hint} Received: name={name!r}"
 
 
 def find_anki_file(directory):
@@ -465,7 +484,8 @@ def download_anki(url=ANKI_SPA_URL, cache_dir=None):
     """Downloads and extracts an Anki-format zip once, and returns the path of its `.txt` file.
 
     The zip is cached by `keras.utils.get_file` under `<cache_dir>/datasets/`; a second call finds
-    it there and does not download again. `http://`, `https://` and `file://` URLs work.
+    it there and does not download again. `http://`, `https://` and `file://` URLs work (a local zip
+    is read through its `file://` URL: `pathlib.Path("spa-eng.zip").resolve().as_uri()`).
 
     Args:
         url: str. URL of a zip holding one `<lang>.txt` (an `_about.txt` may sit beside it).
@@ -474,6 +494,10 @@ def download_anki(url=ANKI_SPA_URL, cache_dir=None):
 
     Returns:
         str. Path of the extracted sentence-pair file.
+
+    Raises:
+        OSError: if the URL cannot be fetched, naming it.
+        ValueError: if the file fetched is not a zip, or holds no single sentence-pair `.txt`.
 
     Example:
 
@@ -485,7 +509,22 @@ def download_anki(url=ANKI_SPA_URL, cache_dir=None):
 
     if cache_dir is not None:  # get_file silently falls back to /tmp/.keras for a missing dir.
         os.makedirs(cache_dir, exist_ok=True)
-    extracted = keras.utils.get_file(origin=url, extract=True, cache_dir=cache_dir)
+    try:
+        with warnings.catch_warnings():  # "Could not extract archive": the error below says so
+            warnings.filterwarnings("ignore", "Could not extract archive")
+            extracted = keras.utils.get_file(origin=url, extract=True, cache_dir=cache_dir)
+    except Exception as error:  # get_file raises a bare Exception("URL fetch failure ...")
+        cause = error.__context__  # the urllib error, if that was it
+        http = isinstance(cause, urllib.error.HTTPError)  # "HTTP Error 404: Not Found"
+        reason = cause if http else getattr(cause, "reason", error)
+        raise OSError(
+            f"Cannot download the corpus from {url}: {reason}. Received: url={url!r}"
+        ) from error
+    if not os.path.exists(extracted):  # get_file only warns when the file is not an archive
+        raise ValueError(
+            f"{url} is not a zip archive; an URL corpus must be an Anki zip holding one "
+            f"<lang>.txt. Received: url={url!r}"
+        )
     if os.path.isfile(extracted):  # Keras before 3.6 returned the archive, extracted beside it.
         extracted = os.path.dirname(extracted)
     return str(find_anki_file(extracted))
@@ -550,7 +589,7 @@ def _resolve_format(spec, format):
     if _is_url(spec) or pathlib.Path(spec).suffix.lower() in (".txt", ".tsv"):
         return "anki"
     raise ValueError(
-        "Cannot tell the corpus format from the name; pass format= one of "
+        "Cannot tell the corpus format from the name; pass format= (--format) one of "
         f"{FORMATS}, or a 'tfds:NAME' spec. Received: spec={spec!r}"
     )
 
@@ -558,8 +597,8 @@ def _resolve_format(spec, format):
 def _load_parallel_prefix(prefix, strict, source_lang=None, target_lang=None):
     if not source_lang or not target_lang:
         raise ValueError(
-            "format='parallel' needs source_lang and target_lang, e.g. 'de' and 'en' for "
-            "PREFIX.de and PREFIX.en. "
+            "format='parallel' (--format parallel) needs source_lang= and target_lang= "
+            "(--source-lang, --target-lang), e.g. 'de' and 'en' for PREFIX.de and PREFIX.en. "
             f"Received: source_lang={source_lang!r}, target_lang={target_lang!r}"
         )
     return load_parallel(f"{prefix}.{source_lang}", f"{prefix}.{target_lang}", strict=strict)
@@ -571,7 +610,8 @@ def load_corpus(spec, format=None, strict=False, **kw):
     - `"tfds:NAME"` -> `load_tfds(NAME, **kw)` (kw: split, data_dir, source_key, target_key, ...).
     - an `http(s)://` or `file://` URL -> `download_anki(url, cache_dir)`, then loaded as a file.
     - a `.txt` or `.tsv` path -> `load_anki(path, **kw)`, or `load_tsv(path, **kw)` with
-      `format="tsv"`. Other names need an explicit `format`.
+      `format="tsv"`. Other names need an explicit `format`. A local `.zip` is refused: unpack it,
+      or pass its `file://` URL.
     - `format="parallel"` with `spec="PREFIX"`, `source_lang="de"`, `target_lang="en"` ->
       `load_parallel("PREFIX.de", "PREFIX.en")`.
 
@@ -586,8 +626,9 @@ def load_corpus(spec, format=None, strict=False, **kw):
         A `Corpus`.
 
     Raises:
-        ValueError: for an unknown or unguessable format.
+        ValueError: for an unknown or unguessable format, a local `.zip`, or an unknown TFDS name.
         FileNotFoundError: for a missing file, naming its path.
+        OSError: for an URL that cannot be fetched, naming it.
 
     Example:
 
@@ -597,6 +638,13 @@ def load_corpus(spec, format=None, strict=False, **kw):
     spec = os.fspath(spec)
     if spec.startswith("tfds:"):
         return load_tfds(spec[len("tfds:"):], strict=strict, **kw)
+    if format != "parallel" and not _is_url(spec) and pathlib.Path(spec).suffix.lower() == ".zip":
+        _require_file(spec)
+        raise ValueError(
+            f"{spec} is a zip archive: unpack it and pass the .txt file inside (e.g. "
+            f"spa-eng/spa.txt), or pass its file:// URL ({pathlib.Path(spec).resolve().as_uri()}) "
+            f"to have it extracted into the Keras cache. Received: spec={spec!r}"
+        )
     format = _resolve_format(spec, format)
     if format == "parallel":
         return _load_parallel_prefix(spec, strict, **kw)

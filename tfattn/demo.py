@@ -29,8 +29,9 @@ class DemoConfig:
 
     Attributes:
         attention: `"luong"` or `"bahdanau"`.
-        n_train, n_test: generated training pairs and held-out test pairs (test dates are unseen).
-        epochs, time_budget: training length; the budget (seconds) stops it early.
+        n_train, n_test: generated training pairs and held-out test pairs (test dates are unseen),
+            each >= 1.
+        epochs, time_budget: training length; the budget (seconds, > 0, or None) stops it early.
         batch_size, learning_rate: Adam's peak rate, decayed along a cosine over all epochs.
         out_dir: the export goes to `out_dir/dates-<attention>`.
         seed: corpus, shuffling and weight seed.
@@ -45,6 +46,15 @@ class DemoConfig:
     learning_rate: float = 5e-3
     out_dir: str = "saved_models"
     seed: int = 0
+
+    def __post_init__(self):
+        for name in ("n_train", "n_test"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1. Received: {name}={value!r}")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ValueError(f"time_budget must be > 0 seconds, or None for no limit. "
+                             f"Received: time_budget={self.time_budget!r}")
 
 
 def model_config(attention):

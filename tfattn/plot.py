@@ -253,7 +253,8 @@ def save_figure(fig, path):
 
     Args:
         fig: `matplotlib.figure.Figure`.
-        path: str or `pathlib.Path`; the suffix chooses the format (`.png`, `.pdf`, `.svg`, ...).
+        path: str or `pathlib.Path`; the suffix chooses the format (`.png`, `.pdf`, `.svg`, ...),
+            and `.png` is added to a path without one.
 
     Returns:
         `pathlib.Path` of the written file.
@@ -261,8 +262,12 @@ def save_figure(fig, path):
     Example:
         >>> save_figure(plot_history({"loss": [2.3, 1.1]}), "plots/history.png")
         PosixPath('plots/history.png')
+        >>> save_figure(plot_history({"loss": [2.3, 1.1]}), "plots/history")
+        PosixPath('plots/history.png')
     """
     path = Path(path)
+    if not path.suffix:  # matplotlib would add its default format's suffix: say which file is written
+        path = path.with_name(path.name + ".png")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches="tight", dpi=120)
     return path

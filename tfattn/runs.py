@@ -185,47 +185,61 @@ class Run:
         return Tokenizer.from_config(d["source"]), Tokenizer.from_config(d["target"])
 
 
-def train_run(config, out, resume=False, quiet=False, echo=print):
+def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, time_budget=None):
     """Trains (or resumes) a run in directory `out`; returns the summary dict.
 
+    Nothing is written to `out` until the corpus has loaded and its training and validation splits
+    hold pairs. The latest state is saved every `checkpoint_every` steps, at the end, and when the
+    run is interrupted (Ctrl-C); a resumed run goes on from it, its history continued.
+
     Args:
-        config: `RunConfig` (ignored when resuming, except `train.epochs` and
-            `train.time_budget`, which may extend the run).
+        config: `RunConfig` of a new run; ignored when resuming (the run's `config.json` holds it).
         out: the run directory.
         resume: continue the run in `out` from its latest checkpoint.
         quiet: no progress bar.
         echo: where one-line messages go.
+        epochs: when resuming, train up to this many epochs in all (default: the run's own).
+        time_budget: when resuming, this session's budget in seconds (default: the run's own, again).
     """
     run = Run(out)
     if resume:
-        config = _resumed_config(run, config)
+        config = _resumed_config(run, epochs, time_budget)
     elif run.exists():
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another "
                               f"--out. Received: out={out!r}")
     parts, summary = load_splits(config.corpus)
     echo(summary)
-    os.makedirs(out, exist_ok=True)
+    for split in ("train", "validation"):
+        if not parts[split]:
+            raise ValueError(f"The {split} split of {config.corpus.corpus} has no sentence pairs ({summary}); "
+                             f"training needs both train and validation pairs. Received: "
+                             f"corpus={config.corpus.corpus!r}")
     if resume:
-        source_tok, target_tok = run.tokenizers()
+        tokenizers = run.tokenizers()
     else:
-        source_tok, target_tok = make_tokenizers(config, parts["train"])
-        run.write_json("tokenizers.json", {"source": source_tok.get_config(), "target": target_tok.get_config()})
+        tokenizers = make_tokenizers(config, parts["train"])
+    datasets = _datasets(config, parts, tokenizers)
+    os.makedirs(out, exist_ok=True)
+    if not resume:
+        run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(), "target": tokenizers[1].get_config()})
     run.write_json("config.json", config.to_dict())
-    model = make_model(config.model, source_tok.vocab_size, target_tok.vocab_size)
+    model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
     trainer = Trainer(model, config.train, quiet=quiet)
-    return _train(run, config, trainer, parts, (source_tok, target_tok), resume, echo)
+    return _train(run, config, trainer, datasets, tokenizers, resume, echo)
 
 
-def _resumed_config(run, flags):
+def _resumed_config(run, epochs, time_budget):
     if not run.exists():
         raise FileNotFoundError(f"No run to resume in {run.out} (no config.json). Received: out={run.out!r}")
     config = RunConfig.from_dict(run.read_json("config.json"))
-    config.train.epochs = max(config.train.epochs, flags.train.epochs)
-    config.train.time_budget = flags.train.time_budget
+    if epochs is not None:
+        config.train.epochs = epochs
+    if time_budget is not None:
+        config.train.time_budget = time_budget
     return config
 
 
-def _train(run, config, trainer, parts, tokenizers, resume, echo):
+def _train(run, config, trainer, datasets, tokenizers, resume, echo):
     best_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False, name="best_val_loss")
     checkpoint = trainer.checkpoint(best_val_loss=best_loss)
     latest = tf.train.CheckpointManager(checkpoint, run.path("checkpoints"), max_to_keep=3,
@@ -236,7 +250,16 @@ def _train(run, config, trainer, parts, tokenizers, resume, echo):
         checkpoint.restore(latest.latest_checkpoint).assert_existing_objects_matched()
         echo(f"resumed from step {trainer.step} (epoch {int(trainer.epoch)}, batch {int(trainer.position)})")
         run.log(event="resume", step=trainer.step)
-    datasets = _datasets(config, parts, tokenizers)
+        if os.path.exists(run.path("history.json")):  # the epochs before, continued
+            trainer.history = run.read_json("history.json")
+        if int(trainer.epoch) > config.train.epochs:
+            echo(f"the run has trained its {config.train.epochs} epochs; pass --epochs to train longer")
+
+    def save_latest(event, **record):
+        """The latest state, now, whatever the interval: at the end, or when interrupted."""
+        if latest.save(checkpoint_number=trainer.step, check_interval=False):
+            run.log(event=event, step=trainer.step, epoch=int(trainer.epoch), position=int(trainer.position),
+                    **record)
 
     def on_step(trainer, logs):
         if latest.save(checkpoint_number=trainer.step, check_interval=True):  # named by step
@@ -250,9 +273,15 @@ def _train(run, config, trainer, parts, tokenizers, resume, echo):
         run.log(event="epoch", epoch=epoch, step=trainer.step, **logs)
         run.write_json("history.json", trainer.history)
 
-    history = trainer.fit(datasets["train"], validation=datasets["validation"], callbacks=[on_epoch],
-                          on_step=on_step)
-    latest.save(checkpoint_number=trainer.step)
+    try:
+        history = trainer.fit(datasets["train"], validation=datasets["validation"], callbacks=[on_epoch],
+                              on_step=on_step)
+    except KeyboardInterrupt:
+        save_latest("interrupted")
+        echo(f"interrupted at step {trainer.step}; saved. Continue with: tfattn train --resume --out {run.out}")
+        raise
+    save_latest("end")
+    run.write_json("history.json", history)
     return _finish(run, config, trainer, tokenizers, best, history)
 
 

@@ -228,10 +228,13 @@ class Trainer:
 
         Returns:
             `{"loss": [...], "accuracy": [...], "padding_fraction": [...], ("val_loss",
-            "val_accuracy"), "tokens_per_s": [...], "seconds": float}`, one entry per epoch run by
-            this call; `padding_fraction` is the share of padding among the label positions.
+            "val_accuracy"), "tokens_per_s": [...], "seconds": float}`: `self.history`, to which
+            each call appends one entry per epoch it runs (an epoch cut by the time budget and
+            finished by a later call has two) and adds its seconds; `padding_fraction` is the
+            share of padding among the label positions.
         """
         start = time.perf_counter()
+        seconds_before = self.history.get("seconds", 0.0)
         while int(self.epoch) <= self.config.epochs:
             epoch = int(self.epoch)
             data = dataset(epoch) if callable(dataset) else dataset
@@ -248,7 +251,7 @@ class Trainer:
                 callback(epoch, logs)
             if not finished or not math.isfinite(logs["loss"]) or _out_of_time(self.config, start):
                 break
-        self.history["seconds"] = time.perf_counter() - start
+        self.history["seconds"] = seconds_before + time.perf_counter() - start
         return self.history
 
     def _run_epoch(self, dataset, start, on_step):
