@@ -238,7 +238,10 @@ def _add_corpus_flags(p, required):
 def _add_train_parser(sub):
     p = sub.add_parser("train", help="train a model on a corpus; the run directory holds everything",
                        description="Train an attention model. The run directory (--out) holds config.json, "
-                                   "checkpoints/, best/, history.json and, at the end, export/.")
+                                   "tokenizers.json, checkpoints/, best/, history.json, log.jsonl and, at "
+                                   "the end, summary.json and export/. The latest state is saved every "
+                                   "--checkpoint-every steps, at the end and on Ctrl-C; --resume goes on "
+                                   "from it.")
     _add_corpus_flags(p, required=False)
     p.add_argument("--max-pairs", type=positive_int, help="use only this many training pairs (for quick runs)")
     p.add_argument("--out", required=True, help="run directory")
