@@ -1,5 +1,8 @@
 """Tests for tfattn.corpora and the tfattn_anki TFDS builder, on tiny files written in tmp_path."""
 
+import os
+import subprocess
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -424,6 +427,20 @@ def test_load_tfds_and_load_corpus_tfds_spec(tfds_spa):
     corpus = corpora.load_corpus("tfds:tfattn_anki/spa", split="validation", data_dir=data_dir,
                                  source_key="target", target_key="source")
     assert sorted(corpus.pairs) == sorted((target, source) for source, target in TINY_VALIDATION)
+
+
+def test_load_tfds_registers_tfattn_anki_itself(tmp_path):
+    # A fresh process where nothing imported tfattn.tfds_anki (`tfattn train --corpus
+    # tfds:tfattn_anki/spa`) prepares the dataset from TFDS's default manual_dir, DATA_DIR/downloads/manual.
+    pytest.importorskip("tensorflow_datasets")
+    (tmp_path / "downloads" / "manual").mkdir(parents=True)
+    write_anki(tmp_path / "downloads" / "manual" / "spa.txt")
+    code = ("from tfattn import corpora; "
+            f"print(corpora.load_tfds('tfattn_anki/spa', split='test', data_dir={str(tmp_path)!r}).summary())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TMPDIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "tfds:tfattn_anki/spa[test]: 3 lines read, 0 skipped"
 
 
 def test_load_tfds_key_errors(tfds_spa):

@@ -424,6 +424,8 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
             "Pass both source_key and target_key, or neither to use the supervised keys. "
             f"Received: source_key={source_key!r}, target_key={target_key!r}"
         )
+    if name.split("/")[0].split(":")[0] == "tfattn_anki":  # this package's builder: register it first
+        from tfattn import tfds_anki  # noqa: F401
     try:
         dataset = tfds.load(name, split=split, data_dir=data_dir, as_supervised=source_key is None,
                             download=download)
