@@ -108,6 +108,32 @@ def test_bad_flag_values_exit_2(flag, value, message):
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("text, seconds", [("15m", 900), ("90s", 90), ("1h", 3600), ("1h30m", 5400),
+                                           ("45", 45), ("2.5m", 150), (" 1h 5s ", 3605)])
+def test_duration_in_seconds(text, seconds):
+    from tfattn.cli import duration
+
+    assert duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "15x", "m", "0", "0h0m"])
+def test_duration_errors_name_the_value(text):
+    import argparse
+
+    from tfattn.cli import duration
+
+    with pytest.raises(argparse.ArgumentTypeError, match=f"expected a duration > 0 .* Received: {text!r}"):
+        duration(text)
+
+
+def test_time_budget_is_parsed_without_loading_tensorflow():
+    code = ("import sys; from tfattn.cli import build_parser; "
+            "a = build_parser().parse_args(['train', '--out', 'r', '--time-budget', '15m']); "
+            "print(a.time_budget, 'tensorflow' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["900.0", "False"], result.stderr
+
+
 @pytest.mark.parametrize("value, expected", [(None, None), ("float32", None), ("bfloat16", "bfloat16")])
 def test_train_flags_set_the_projection_dtype(value, expected, tmp_path):
     from tfattn.cli import build_parser, run_config

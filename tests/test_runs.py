@@ -14,20 +14,8 @@ import tensorflow as tf
 from conftest import shared_data
 from tfattn import dates
 from tfattn.cli import find_export
-from tfattn.runs import CorpusConfig, Run, RunConfig, load_splits, parse_duration, run_config_of, train_run
+from tfattn.runs import CorpusConfig, Run, RunConfig, load_splits, run_config_of, train_run
 from tfattn.serving import CONFIG_FILE
-
-
-@pytest.mark.parametrize("text, seconds", [("15m", 900), ("90s", 90), ("1h", 3600), ("1h30m", 5400),
-                                           ("45", 45), ("2.5m", 150)])
-def test_parse_duration(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "soon", "15x", "m"])
-def test_parse_duration_errors_name_the_value(text):
-    with pytest.raises(ValueError, match=f"duration={text!r}"):
-        parse_duration(text)
 
 
 def test_run_config_round_trips_through_json():

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shlex
 import sys
 
@@ -221,7 +222,7 @@ def run_config(args):
 def _add_corpus_flags(p, required):
     g = p.add_argument_group("corpus")
     g.add_argument("--corpus", required=required,
-                   help="a file (Anki TSV 'English<TAB>Other' or TSV), an URL of an Anki zip, tfds:NAME, or "
+                   help="a file (Anki TSV 'English<TAB>Other' or TSV), a URL of an Anki zip, tfds:NAME, or "
                         "with --format parallel a directory of SPLIT.LANG files")
     g.add_argument("--format", choices=("anki", "tsv", "parallel"),
                    help="corpus format (default: guessed; .txt/.tsv files are read as Anki)")
@@ -336,17 +337,16 @@ def positive_float(value):
 
 
 def duration(value):
-    """An argparse type: `"15m"`, `"90s"`, `"1h30m"` or `"45"` (seconds) -> seconds, > 0."""
-    from tfattn.runs import parse_duration
-
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        seconds = None
-    if seconds is None or not seconds > 0:
+    """An argparse type: `"15m"`, `"90s"`, `"1h30m"`, `"2.5m"` or `"45"` (seconds) -> seconds, > 0."""
+    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", value)
+    if not match or not any(match.groups()) or not (seconds := _seconds(*match.groups())) > 0:
         raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). "
                                          f"Received: {value!r}")
     return seconds
+
+
+def _seconds(hours, minutes, seconds):
+    return 3600 * float(hours or 0) + 60 * float(minutes or 0) + float(seconds or 0)
 
 
 def threads(value):

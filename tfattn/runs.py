@@ -17,7 +17,6 @@ the model, the optimizer and the data position back, and each epoch's batches co
 import dataclasses
 import json
 import os
-import re
 
 import tensorflow as tf
 
@@ -35,7 +34,7 @@ class CorpusConfig:
     """Where the sentence pairs come from.
 
     Attributes:
-        corpus: a path, an URL of an Anki zip, `tfds:NAME`, or, with `format="parallel"`, a
+        corpus: a path, a URL of an Anki zip, `tfds:NAME`, or, with `format="parallel"`, a
             directory holding `SPLIT.LANG` files (Multi30k's `train.en`, `train.de`, ...).
         format: `"anki"`, `"tsv"`, `"parallel"` or None (guessed from `corpus`).
         strict: stop at the first bad line instead of skipping it.
@@ -103,15 +102,6 @@ _RETIRED = {"data": {"bucket_width"}}  # length bins, replaced by sorted pools (
 def _without_retired(section, value):
     retired = _RETIRED.get(section, ())
     return {k: v for k, v in value.items() if k not in retired} if isinstance(value, dict) else value
-
-
-def parse_duration(text):
-    """`"15m"` -> 900.0; also `"90s"`, `"1h"`, `"1h30m"`, `"45"` (seconds)."""
-    match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", str(text))
-    if not match or not any(match.groups()):
-        raise ValueError(f"A duration looks like 15m, 90s, 1h30m or 45. Received: duration={text!r}")
-    hours, minutes, seconds = (float(g or 0) for g in match.groups())
-    return hours * 3600 + minutes * 60 + seconds
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -255,16 +245,14 @@ def _train(run, config, trainer, datasets, tokenizers, resume, echo):
         if int(trainer.epoch) > config.train.epochs:
             echo(f"the run has trained its {config.train.epochs} epochs; pass --epochs to train longer")
 
-    def save_latest(event, **record):
-        """The latest state, now, whatever the interval: at the end, or when interrupted."""
-        if latest.save(checkpoint_number=trainer.step, check_interval=False):
+    def save_latest(event, check_interval=False, **record):
+        """The latest state, named by step: every `checkpoint_every` steps (`check_interval`), or now."""
+        if latest.save(checkpoint_number=trainer.step, check_interval=check_interval):
             run.log(event=event, step=trainer.step, epoch=int(trainer.epoch), position=int(trainer.position),
                     **record)
 
     def on_step(trainer, logs):
-        if latest.save(checkpoint_number=trainer.step, check_interval=True):  # named by step
-            run.log(event="checkpoint", step=trainer.step, epoch=int(trainer.epoch),
-                    position=int(trainer.position), loss=logs["step_loss"])
+        save_latest("checkpoint", check_interval=True, loss=logs["step_loss"])
 
     def on_epoch(epoch, logs):
         if logs.get("val_loss", float("inf")) < best_loss.numpy():
