@@ -354,7 +354,7 @@ def test_download_anki_http_error_names_the_url_and_status(tmp_path):
 
 def test_download_anki_of_a_file_that_is_not_a_zip(tmp_path, recwarn):
     path = write_anki(tmp_path / "spa.txt")
-    with pytest.raises(ValueError, match=r"spa\.txt is not a zip archive; an URL corpus must be"):
+    with pytest.raises(ValueError, match=r"spa\.txt is not a zip archive; a URL corpus must be"):
         corpora.download_anki(path.as_uri(), cache_dir=str(tmp_path / "cache"))
     assert not [w for w in recwarn if "Could not extract" in str(w.message)]  # the error says it
 

@@ -424,7 +424,7 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
             "Pass both source_key and target_key, or neither to use the supervised keys. "
             f"Received: source_key={source_key!r}, target_key={target_key!r}"
         )
-    if name.split("/")[0].split(":")[0] == "tfattn_anki":  # this package's builder: register it first
+    if _tfds_dataset(name) == "tfattn_anki":  # this package's builder: register it first
         from tfattn import tfds_anki  # noqa: F401
     try:
         dataset = tfds.load(name, split=split, data_dir=data_dir, as_supervised=source_key is None,
@@ -451,8 +451,12 @@ def _dataset_not_found(name, message):
     lines = message.splitlines()
     guess = next((line.strip() for line in lines if line.startswith("Did you mean")), None)
     hint = guess or "See https://www.tensorflow.org/datasets/catalog/overview."
-    dataset = name.split("/")[0].split(":")[0]
-    return f"TFDS has no dataset {dataset!r}. {hint} Received: name={name!r}"
+    return f"TFDS has no dataset {_tfds_dataset(name)!r}. {hint} Received: name={name!r}"
+
+
+def _tfds_dataset(name):
+    """The dataset of a TFDS name: `"ted_hrlr_translate"` of `"ted_hrlr_translate/pt_to_en:1.0.0"`."""
+    return name.split("/")[0].split(":")[0]
 
 
 def find_anki_file(directory):
@@ -524,7 +528,7 @@ def download_anki(url=ANKI_SPA_URL, cache_dir=None):
         ) from error
     if not os.path.exists(extracted):  # get_file only warns when the file is not an archive
         raise ValueError(
-            f"{url} is not a zip archive; an URL corpus must be an Anki zip holding one "
+            f"{url} is not a zip archive; a URL corpus must be an Anki zip holding one "
             f"<lang>.txt. Received: url={url!r}"
         )
     if os.path.isfile(extracted):  # Keras before 3.6 returned the archive, extracted beside it.
@@ -630,7 +634,7 @@ def load_corpus(spec, format=None, strict=False, **kw):
     Raises:
         ValueError: for an unknown or unguessable format, a local `.zip`, or an unknown TFDS name.
         FileNotFoundError: for a missing file, naming its path.
-        OSError: for an URL that cannot be fetched, naming it.
+        OSError: for a URL that cannot be fetched, naming it.
 
     Example:
 
