@@ -193,18 +193,21 @@ def test_a_corpus_without_validation_pairs_writes_no_run(tmp_path):
 
 
 def test_ctrl_c_saves_the_latest_state(tmp_path):
-    write_anki(tmp_path / "d.txt", 3000)
+    write_anki(tmp_path / "d.txt", 3000)  # 360 steps an epoch; 5 epochs leave the signal time to land
     run = str(tmp_path / "run")
     flags = [*TRAIN_FLAGS[:-3], "--checkpoint-every", "25", "--quiet"]
-    proc = tfattn("train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1", *flags)
+    proc = tfattn("train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "5", *flags)
     deadline = time.time() + 300
     while len(events(run, "checkpoint")) < 2 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)  # steps 1 and 26 saved: training is under way, far from the epoch's 360
+        time.sleep(0.02)  # steps 1 and 26 saved: training is under way, far from its 1,800 steps
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    [saved] = events(run, "interrupted")
-    assert 26 <= saved["step"] < 360 and "Continue with: tfattn train --resume --out" in err
+    logged = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"), encoding="utf-8")]
+    interrupted = [r for r in logged if r["event"] == "interrupted"]
+    assert len(interrupted) == 1 and not [r for r in logged if r["event"] == "end"], (logged[-3:], err)
+    [saved] = interrupted
+    assert 26 <= saved["step"] < 1800 and "Continue with: tfattn train --resume --out" in err
     latest = tf.train.latest_checkpoint(os.path.join(run, "checkpoints"))
     assert latest.endswith(f"ckpt-{saved['step']}")
     assert tf.train.load_checkpoint(latest).get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == saved["position"]
