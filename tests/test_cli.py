@@ -230,9 +230,20 @@ def test_resume_refuses_flags_it_would_ignore(tmp_path):
     ]
 
 
+def test_resume_refuses_a_flag_given_with_its_default_value(capsys, monkeypatch, tmp_path):
+    import tfattn.runs
+
+    monkeypatch.setattr(tfattn.runs, "train_run", lambda *a, **kw: pytest.fail("train_run was called"))
+    status, _, err = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--units", "256",
+                              "--batch-size=64")
+    assert status == 2
+    assert err.strip().endswith("Received: --units 256 --batch-size 64")  # 256 and 64 are the defaults
+
+
 @pytest.mark.parametrize("flags, epochs, budget", [
     ([], None, None),  # the run's own
     (["--epochs", "3", "--time-budget", "2m"], 3, 120.0),
+    (["--epo", "4", "--time-budget=1h"], 4, 3600.0),  # abbreviated and joined, as argparse allows
 ])
 def test_resume_passes_only_epochs_and_time_budget(capsys, monkeypatch, tmp_path, flags, epochs, budget):
     import tfattn.runs

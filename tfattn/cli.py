@@ -46,19 +46,23 @@ RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet")  # what `trai
 
 
 def _check_resume_flags(args):
-    """Refuses the flags that `train --resume` would ignore: the run's config.json holds its settings."""
+    """Refuses the flags that `train --resume` would ignore: the run's config.json holds its settings.
+
+    A flag counts as given when it is on the command line, even with its default value: the train
+    parser parses `args.argv` again with every default suppressed, so only given flags are set."""
     parser = _add_train_parser(argparse.ArgumentParser().add_subparsers())
-    given = []
     for action in parser._actions:
-        if action.dest in RESUME_FLAGS or action.default == argparse.SUPPRESS:  # --help
-            continue
-        value = getattr(args, action.dest, action.default)
-        if value != action.default:
-            flag = action.option_strings[-1]
-            given.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
-    if given:
+        action.default = argparse.SUPPRESS  # (not `set_defaults`: it would pass SUPPRESS through `type`)
+    argv = list(args.argv)
+    given = vars(parser.parse_args(argv[argv.index("train") + 1:]))
+    refused = []
+    for action in parser._actions:  # in the order of --help
+        if action.dest in given and action.dest not in RESUME_FLAGS:
+            flag, value = action.option_strings[-1], getattr(args, action.dest)
+            refused.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
+    if refused:
         raise ValueError("--resume continues the run with its own settings (config.json); it takes only "
-                         f"--epochs, --time-budget and --quiet. Received: {' '.join(given)}")
+                         f"--epochs, --time-budget and --quiet. Received: {' '.join(refused)}")
 
 
 def find_export(model_dir):
@@ -437,7 +441,9 @@ def build_parser():
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.argv = argv  # `train --resume` checks which flags were given (`_check_resume_flags`)
     try:
         if getattr(args, "threads", None) is not None:
             set_threads(args.threads)
