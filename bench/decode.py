@@ -1,6 +1,7 @@
 """Decoding and serving on spa-eng, through the loaded SavedModel as a server would call it.
 
-Reports sentences/s for greedy and beam 4 at batch 64 over the TEST split, single-sentence greedy
+Reports sentences/s for greedy and beam 4 at batch 64 over the TEST split (three passes of each, in
+alternation, with beam's share of greedy as the median of the passes' ratios), single-sentence greedy
 latency p50/p99, cold start (load + first call, in a fresh process), the export's size on disk,
 BLEU of beam 4 and greedy, and padding invariance: how many TEST sentences translate differently
 alone and inside a batch of the longest TEST sentences. Prints one JSON object.
@@ -22,7 +23,12 @@ With `--bfloat16` and a run directory, the run is also exported with its decoder
 in bfloat16 (`tfattn export --matmul-dtype bfloat16`, into a temporary directory) and measured the
 same way, under the key "bfloat16", with the share of TEST sentences it translates as float32 does.
 
-Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR [--peer EXPORT] [--bfloat16]
+A run directory is measured through its `export/` as it was written when the run ended, by the
+code of that day. With `--reexport`, the run's best checkpoint is exported again by this code into a
+temporary directory, and that export is measured (the key "export" names it), so that a change to
+the decoding code is measured without training again.
+
+Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR [--reexport] [--peer EXPORT] [--bfloat16]
 (the model: e.g. the run of bench/quality.py)
 """
 
@@ -76,6 +82,22 @@ def throughput(fn, texts, **inputs):
     return len(texts) / (time.perf_counter() - start), hyps
 
 
+def greedy_and_beam(greedy, beam, texts, rounds=3):
+    """Sentences/s of greedy and beam 4 at batch 64, each the median of `rounds` passes over `texts`,
+    the two in alternation; beam's share of greedy is the median of the rounds' ratios, so that the
+    VM's drift between passes cancels. Also returns the last round's translations of each."""
+    rates, shares, hyps = {"greedy": [], "beam": []}, [], {}
+    for _ in range(rounds):
+        for name, fn, inputs in (("greedy", greedy, {}), ("beam", beam, BEAM)):
+            rate, hyps[name] = throughput(fn, texts, **inputs)
+            rates[name].append(rate)
+        shares.append(rates["beam"][-1] / rates["greedy"][-1])
+    return ({"greedy_sentences_per_s": round(float(np.median(rates["greedy"])), 1),
+             "beam4_sentences_per_s": round(float(np.median(rates["beam"])), 1),
+             "beam4_share_of_greedy": round(float(np.median(shares)), 3), "speed_rounds": rounds},
+            hyps["greedy"], hyps["beam"])
+
+
 def single_sentence_times(fn, texts):
     """Seconds per call of `fn` on each of `texts` alone."""
     times = []
@@ -123,11 +145,8 @@ def measure(path, sources, refs, speed_only=False):
     translations."""
     signatures = load(path).signatures
     greedy, beam = signatures["translate"], signatures["translate_beam"]
-    greedy_rate, greedy_hyps = throughput(greedy, sources)
-    beam_rate, beam_hyps = throughput(beam, sources, **BEAM)
-    result = {"export": path, "greedy_sentences_per_s": round(greedy_rate, 1),
-              "beam4_sentences_per_s": round(beam_rate, 1), "greedy_latency": latency(greedy, sources),
-              "cold_start": cold_start(path)}
+    rates, greedy_hyps, beam_hyps = greedy_and_beam(greedy, beam, sources)
+    result = {"export": path, **rates, "greedy_latency": latency(greedy, sources), "cold_start": cold_start(path)}
     if speed_only:
         return result, greedy_hyps
     bleu = lambda hyps: round(sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score, 2)  # noqa: E731
@@ -190,6 +209,9 @@ def main():
     parser.add_argument("--bfloat16", action="store_true",
                         help="also export the run (--model must be a run directory) with bfloat16 matrix "
                              "products and measure that export")
+    parser.add_argument("--reexport", action="store_true",
+                        help="export the run (--model must be a run directory) again with this code, into a "
+                             "temporary directory, and measure that instead of the run's export/")
     parser.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                         help="TensorFlow's inter-op and intra-op thread counts for this process (default: "
                              "TensorFlow's); given, only this setting is measured")
@@ -201,12 +223,21 @@ def main():
     args = parser.parse_args()
     if args.threads:
         set_threads(args.threads)
-    if args.bfloat16 and not os.path.isfile(os.path.join(args.model, "config.json")):
-        parser.error(f"--bfloat16 needs a run directory (with config.json). Received: --model {args.model}")
-    path = find_export(args.model)
+    for flag in ("bfloat16", "reexport"):
+        if getattr(args, flag) and not os.path.isfile(os.path.join(args.model, "config.json")):
+            parser.error(f"--{flag} needs a run directory (with config.json). Received: --model {args.model}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = export_run(args.model, os.path.join(tmp, "export")) if args.reexport else find_export(args.model)
+        run(args, path)
+
+
+def run(args, path):
+    """Every figure of the export at `path` (see the module docstring); prints the JSON."""
     test = spa.splits()["test"]
     sources, refs = [s for s, _ in test], [t for _, t in test]
     result, hyps = measure(path, sources, refs, speed_only=bool(args.speed_only))
+    if args.reexport:
+        result["export"] = f"(temporary, exported again from {args.model}) {path}"
     if args.peer:
         result["peer"] = {"export": args.peer,
                           **against_peer(load(path).signatures["translate"], serving_fn(args.peer), sources)}

@@ -111,6 +111,32 @@ def test_throughput_times_batches_of_64_after_an_untimed_warm_up(clock):
     assert [batch for batch, _ in calls[:2]] == [texts[:64], texts[64:128]]
 
 
+def test_greedy_and_beam_alternate_and_take_medians(clock):
+    w = 9.0  # each warm-up call: untimed
+    per_call = iter([w, w, 0.25, 0.25, w, w, 1.0, 1.0,  # round 1: greedy's pass (2 calls), then beam's
+                     w, w, 0.125, 0.125, w, w, 0.25, 0.25,  # round 2
+                     w, w, 0.5, 0.5, w, w, 1.0, 1.0])  # round 3
+    calls = []
+
+    def signature(name):
+        def translate(text, **inputs):
+            calls.append((name, inputs))
+            clock.now += next(per_call)
+            return {"text": tf.constant([f"{name}:{t.decode()}" for t in text.numpy()])}
+        return translate
+
+    texts = [f"s{i}" for i in range(128)]  # two batches of 64: warm-up 2 calls, timed 2 calls
+    rates, greedy_hyps, beam_hyps = decode.greedy_and_beam(signature("g"), signature("b"), texts)
+    # Timed passes: greedy 0.5, 0.25, 1.0 s, so 256, 512, 128 sentences/s; beam 2.0, 0.5, 2.0 s, so 64,
+    # 256, 64. Beam's shares by round: 0.25, 0.5, 0.5, median 0.5 (the ratio of the medians would be 0.25).
+    assert rates == {"greedy_sentences_per_s": 256.0, "beam4_sentences_per_s": 64.0, "beam4_share_of_greedy": 0.5,
+                     "speed_rounds": 3}
+    assert [name for name, _ in calls] == (["g"] * 4 + ["b"] * 4) * 3
+    assert all(inputs == {} for name, inputs in calls if name == "g")
+    assert all(sorted(inputs) == ["beam_width", "length_penalty"] for name, inputs in calls if name == "b")
+    assert greedy_hyps == [f"g:{t}" for t in texts] and beam_hyps == [f"b:{t}" for t in texts]
+
+
 def test_padding_differences_counts_sentences_that_change_inside_the_batch():
     def pads_leak(text, **inputs):
         """Translation shows how much padding a sentence got: the batch's longest minus its own length."""
