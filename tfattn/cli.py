@@ -318,7 +318,6 @@ def at_least(minimum, why=""):
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}{why}. Received: {value!r}")
         return number
 
-    count.__name__ = f"integer >= {minimum}"
     return count
 
 
@@ -343,14 +342,12 @@ def positive_float(value):
 def duration(value):
     """An argparse type: `"15m"`, `"90s"`, `"1h30m"`, `"2.5m"` or `"45"` (seconds) -> seconds, > 0."""
     match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", value)
-    if not match or not any(match.groups()) or not (seconds := _seconds(*match.groups())) > 0:
+    parts = match.groups() if match else ()  # hours, minutes, seconds; None where absent
+    seconds = sum(unit * float(part) for unit, part in zip((3600, 60, 1), parts) if part)
+    if not seconds > 0:  # also no match, and an empty string
         raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). "
                                          f"Received: {value!r}")
     return seconds
-
-
-def _seconds(hours, minutes, seconds):
-    return 3600 * float(hours or 0) + 60 * float(minutes or 0) + float(seconds or 0)
 
 
 def threads(value):
