@@ -52,8 +52,8 @@ import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn.cli import find_export, set_threads, threads  # noqa: E402
-from tfattn.runs import export_run  # noqa: E402
-from tfattn.serving import load  # noqa: E402
+from tfattn.training.runs import export_run  # noqa: E402
+from tfattn.serving.translator import load  # noqa: E402
 
 BEAM = {"beam_width": 4, "length_penalty": 0.6}  # made tensors when used: thread settings come first
 COLD_START = """

@@ -1,6 +1,6 @@
 """Translation quality on spa-eng after a fixed training time (default 15 minutes on this machine).
 
-Trains Spanish -> English on the TRAIN split (embedding 256, units 256) through `tfattn.runs`, the
+Trains Spanish -> English on the TRAIN split (embedding 256, units 256) through `tfattn.training.runs`, the
 code behind `tfattn train`, restores the best checkpoint by validation loss, exports it, then scores
 greedy and beam-4 translations of the TEST split with `sacrebleu.corpus_bleu(hyps, [refs],
 lowercase=True)` (13a tokenization) against the untouched English references. Also reports peak
@@ -28,12 +28,12 @@ import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn import evaluate  # noqa: E402
-from tfattn.data import DataConfig  # noqa: E402
-from tfattn.decoding import DecodeConfig  # noqa: E402
-from tfattn.serving import load  # noqa: E402
+from tfattn.data.pipeline import DataConfig  # noqa: E402
+from tfattn.decoding.search import DecodeConfig  # noqa: E402
+from tfattn.serving.translator import load  # noqa: E402
 from tfattn.model import ModelConfig  # noqa: E402
-from tfattn.runs import CorpusConfig, RunConfig, TokenizerConfig, train_run, translate_texts  # noqa: E402
-from tfattn.train import TrainConfig  # noqa: E402
+from tfattn.training.runs import CorpusConfig, RunConfig, TokenizerConfig, train_run, translate_texts  # noqa: E402
+from tfattn.training.trainer import TrainConfig  # noqa: E402
 
 
 def run_config(args):

@@ -5,8 +5,8 @@ import os
 import sys
 from pathlib import Path
 
-from tfattn.corpora import load_anki, split_pairs
-from tfattn.text import Tokenizer
+from tfattn.data.corpora import load_anki, split_pairs
+from tfattn.data.text import Tokenizer
 
 SPA = Path(__file__).resolve().parents[2] / "shared" / "data" / "spa-eng" / "spa.txt"
 

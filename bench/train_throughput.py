@@ -25,9 +25,9 @@ spa.quiet_tensorflow()
 
 import keras  # noqa: E402
 
-from tfattn.data import DataConfig, make_dataset  # noqa: E402
+from tfattn.data.pipeline import DataConfig, make_dataset  # noqa: E402
 from tfattn.model import ModelConfig, make_model  # noqa: E402
-from tfattn.train import TrainConfig, make_optimizer, make_train_step  # noqa: E402
+from tfattn.training.trainer import TrainConfig, make_optimizer, make_train_step  # noqa: E402
 
 RUNS = [  # (attention, input_feeding, embedding_dim, units)
     ("bahdanau", True, 256, 256),

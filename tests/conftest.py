@@ -129,8 +129,8 @@ def assert_same_outputs(got, want, err_msg=""):
 @pytest.fixture(scope="session")
 def dates_data():
     """3,000 training and 200 test date pairs, character-level tokenizers."""
-    from tfattn import dates
-    from tfattn.text import Tokenizer
+    from tfattn.data import dates
+    from tfattn.data.text import Tokenizer
 
     train, test = dates.make_corpus(3000, 200, seed=0)
     source = Tokenizer.adapt([s for s, _ in train], level="char", max_length=40)
@@ -140,7 +140,7 @@ def dates_data():
 
 def train_dates_translator(dates_data, attention, epochs=2):
     import tfattn
-    from tfattn.train import TrainConfig, fit
+    from tfattn.training.trainer import TrainConfig, fit
 
     train, _, source, target = dates_data
     model = tfattn.make_model(tfattn.ModelConfig(attention=attention, embedding_dim=16, units=32),
@@ -164,7 +164,7 @@ def bahdanau_translator(dates_data):
 @pytest.fixture(scope="session")
 def exported_dates(dates_translator, tmp_path_factory):
     """The Luong dates translator exported once for the session."""
-    from tfattn.serving import export
+    from tfattn.serving.translator import export
 
     return export(dates_translator, str(tmp_path_factory.mktemp("export") / "dates"))
 

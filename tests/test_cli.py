@@ -194,7 +194,7 @@ def test_the_smallest_accepted_values_reach_the_config(tmp_path):
 
 def test_the_smallest_vocabulary_has_one_token_besides_the_reserved_ids():
     from tfattn.cli import MIN_VOCAB_SIZE
-    from tfattn.text import RESERVED, Tokenizer
+    from tfattn.data.text import RESERVED, Tokenizer
 
     assert MIN_VOCAB_SIZE == len(RESERVED) + 1
     tokenizer = Tokenizer.adapt(["a a b"], max_tokens=MIN_VOCAB_SIZE)
@@ -231,9 +231,9 @@ def test_resume_refuses_flags_it_would_ignore(tmp_path):
 
 
 def test_resume_refuses_a_flag_given_with_its_default_value(capsys, monkeypatch, tmp_path):
-    import tfattn.runs
+    import tfattn.training.runs
 
-    monkeypatch.setattr(tfattn.runs, "train_run", lambda *a, **kw: pytest.fail("train_run was called"))
+    monkeypatch.setattr(tfattn.training.runs, "train_run", lambda *a, **kw: pytest.fail("train_run was called"))
     status, _, err = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--units", "256",
                               "--batch-size=64")
     assert status == 2
@@ -246,10 +246,10 @@ def test_resume_refuses_a_flag_given_with_its_default_value(capsys, monkeypatch,
     (["--epo", "4", "--time-budget=1h"], 4, 3600.0),  # abbreviated and joined, as argparse allows
 ])
 def test_resume_passes_only_epochs_and_time_budget(capsys, monkeypatch, tmp_path, flags, epochs, budget):
-    import tfattn.runs
+    import tfattn.training.runs
 
     calls = []
-    monkeypatch.setattr(tfattn.runs, "train_run", lambda config, out, **kw: calls.append((out, kw)) or {"run": out})
+    monkeypatch.setattr(tfattn.training.runs, "train_run", lambda config, out, **kw: calls.append((out, kw)) or {"run": out})
     status, out, _ = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--quiet", *flags)
     assert status == 0 and json.loads(out) == {"run": str(tmp_path)}
     [(run, kw)] = calls

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.attention import BahdanauAttention, LuongAttention
-from tfattn.decoder import Decoder
-from tfattn.encoder import Encoder
+from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.decoder import Decoder
+from tfattn.layers.encoder import Encoder
 from tfattn.model import ModelConfig, Seq2Seq, cross_entropy, make_model, masked_accuracy, masked_loss
 
 SOURCE_VOCAB, TARGET_VOCAB, EMB, UNITS = 11, 13, 4, 6

@@ -12,6 +12,6 @@ def test_every_public_name_resolves_to_what_its_module_defines():
 
 
 def test_export_stays_the_function_after_its_module_is_imported():
-    import tfattn.serving  # noqa: F401  (a submodule named like a public function would shadow it)
+    import tfattn.serving.translator  # noqa: F401  (a submodule named like a public function would shadow it)
 
-    assert tfattn.export is tfattn.serving.export and callable(tfattn.export)
+    assert tfattn.export is tfattn.serving.translator.export and callable(tfattn.export)

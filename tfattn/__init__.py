@@ -5,7 +5,7 @@ Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, targ
 Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`.
 Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`.
 
-Names are imported on first use, so `import tfattn.dates` or `tfattn --help` does not load TensorFlow.
+Names are imported on first use, so `import tfattn.data.dates` or `tfattn --help` does not load TensorFlow.
 """
 
 import importlib
@@ -13,30 +13,30 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "BahdanauAttention": "attention",
-    "LuongAttention": "attention",
-    "ScoredAttention": "attention",
-    "DataConfig": "data",
-    "make_dataset": "data",
-    "Decoder": "decoder",
-    "DecodeConfig": "decoding",
-    "greedy": "decoding",
-    "beam_search": "decoding",
-    "sample": "decoding",
-    "Encoder": "encoder",
-    "Translator": "serving",
-    "export": "serving",
-    "load": "serving",
+    "BahdanauAttention": "layers.attention",
+    "LuongAttention": "layers.attention",
+    "ScoredAttention": "layers.attention",
+    "DataConfig": "data.pipeline",
+    "make_dataset": "data.pipeline",
+    "Decoder": "layers.decoder",
+    "DecodeConfig": "decoding.search",
+    "greedy": "decoding.search",
+    "beam_search": "decoding.search",
+    "sample": "decoding.search",
+    "Encoder": "layers.encoder",
+    "Translator": "serving.translator",
+    "export": "serving.translator",
+    "load": "serving.translator",
     "ModelConfig": "model",
     "Seq2Seq": "model",
     "make_model": "model",
     "masked_accuracy": "model",
     "masked_loss": "model",
-    "Tokenizer": "text",
-    "TrainConfig": "train",
-    "fit": "train",
-    "Trainer": "train",
-    "make_train_step": "train",
+    "Tokenizer": "data.text",
+    "TrainConfig": "training.trainer",
+    "fit": "training.trainer",
+    "Trainer": "training.trainer",
+    "make_train_step": "training.trainer",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -34,7 +34,7 @@ def _demo(args):
 def _train(args):
     if args.resume:
         _check_resume_flags(args)  # before TensorFlow loads
-    from tfattn.runs import train_run
+    from tfattn.training.runs import train_run
 
     summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
                         echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
@@ -76,9 +76,9 @@ def find_export(model_dir):
 
 def _evaluate(args):
     from tfattn import evaluate
-    from tfattn.corpora import SPLITS
+    from tfattn.data.corpora import SPLITS
     path = find_export(args.model)
-    from tfattn.runs import load_splits, run_config_of, translate_texts
+    from tfattn.training.runs import load_splits, run_config_of, translate_texts
 
     corpus = _corpus_config(args) if args.corpus else getattr(run_config_of(args.model), "corpus", None)
     if corpus is None:
@@ -100,7 +100,7 @@ def _evaluate(args):
 def _signature(path, beam):
     import tensorflow as tf
 
-    from tfattn.serving import load
+    from tfattn.serving.translator import load
 
     loaded = load(path)
     if beam and beam > 1:
@@ -134,7 +134,7 @@ def _stdin_lines():
 
 
 def _export(args):
-    from tfattn.runs import export_run
+    from tfattn.training.runs import export_run
 
     print(export_run(args.model, args.out, checkpoint=args.checkpoint, matmul_dtype=args.matmul_dtype))
 
@@ -188,7 +188,7 @@ def _read_json(path, flag, expected):
 # -- configuration from flags ----------------------------------------------------------------------
 
 def _corpus_config(args):
-    from tfattn.runs import CorpusConfig
+    from tfattn.training.runs import CorpusConfig
 
     splits = tuple(args.splits.split(",")) if args.splits else ("train", "validation", "test")
     if len(splits) != 3:
@@ -200,11 +200,11 @@ def _corpus_config(args):
 
 def run_config(args):
     """Flags -> `RunConfig` (every flag overrides one field)."""
-    from tfattn.data import DataConfig
-    from tfattn.decoding import DecodeConfig
+    from tfattn.data.pipeline import DataConfig
+    from tfattn.decoding.search import DecodeConfig
     from tfattn.model import ModelConfig
-    from tfattn.runs import RunConfig, TokenizerConfig
-    from tfattn.train import TrainConfig
+    from tfattn.training.runs import RunConfig, TokenizerConfig
+    from tfattn.training.trainer import TrainConfig
 
     tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
     model = ModelConfig(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
@@ -323,9 +323,9 @@ def at_least(minimum, why=""):
 
 positive_int = at_least(1)
 non_negative_int = at_least(0)
-# Ids 0-3 are reserved (padding, [UNK], [START], [END]: tfattn.text.RESERVED); a vocabulary needs a real token.
+# Ids 0-3 are reserved (padding, [UNK], [START], [END]: tfattn.data.text.RESERVED); a vocabulary needs a real token.
 MIN_VOCAB_SIZE = 5
-MIN_MAX_LENGTH = 3  # [START], one token, [END] (tfattn.text.Tokenizer)
+MIN_MAX_LENGTH = 3  # [START], one token, [END] (tfattn.data.text.Tokenizer)
 
 
 def positive_float(value):

@@ -7,9 +7,9 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from tfattn.attention import SCORES, BahdanauAttention, LuongAttention
-from tfattn.decoder import PROJECTION_DTYPES, Decoder
-from tfattn.encoder import RNNS, Encoder
+from tfattn.layers.attention import SCORES, BahdanauAttention, LuongAttention
+from tfattn.layers.decoder import PROJECTION_DTYPES, Decoder
+from tfattn.layers.encoder import RNNS, Encoder
 
 ATTENTIONS = ("bahdanau", "luong")
 

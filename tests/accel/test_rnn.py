@@ -1,0 +1,122 @@
+"""Tests for tfattn.accel.rnn: the written-out GRU and LSTM steps equal the Keras cells they read weights from."""
+
+import keras
+import numpy as np
+import pytest
+
+from tfattn.accel import rnn
+from tfattn.layers.decoder import Decoder
+from tfattn.layers.encoder import Encoder
+
+
+def built_cell(kind, input_size, units):
+    keras.utils.set_random_seed(3)
+    cell = keras.layers.GRUCell(units) if kind == "gru" else keras.layers.LSTMCell(units)
+    cell.build((None, input_size))
+    for w in cell.weights:  # non-zero biases too, so that a bias mix-up shows
+        w.assign(np.random.default_rng(len(w.path)).normal(0, 0.3, w.shape))
+    return cell
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_step_equals_the_keras_cell(kind):
+    cell = built_cell(kind, 5, 4)
+    rng = np.random.default_rng(0)
+    x, h, c = (rng.normal(size=s).astype("float32") for s in [(3, 5), (3, 4), (3, 4)])
+    states = [h] if kind == "gru" else [h, c]
+    expected, expected_states = cell(x, states)
+    weights = rnn.cell_weights(cell, "float32")
+    state = {"h": h} if kind == "gru" else {"h": h, "c": c}
+    got, got_state = rnn.step(kind, rnn.project_inputs(weights, x), state, weights)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    for name, value in zip(("h", "c"), expected_states):
+        np.testing.assert_allclose(got_state[name], value, atol=1e-6)
+
+
+def test_gru_step_by_hand():
+    """One GRU unit, one input, weights chosen so the gates can be worked out on paper."""
+    cell = keras.layers.GRUCell(1)
+    cell.build((None, 1))
+    cell.kernel.assign([[0.0, 0.0, 1.0]])  # x feeds only the candidate
+    cell.recurrent_kernel.assign([[0.0, 0.0, 2.0]])
+    cell.bias.assign([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    weights = rnn.cell_weights(cell, "float32")
+    # z = r = sigmoid(0) = 0.5; candidate = tanh(x + r * 2h) = tanh(1 + 0.5) ; h' = 0.5 h + 0.5 cand.
+    h = rnn.gru_step(rnn.project_inputs(weights, np.array([[1.0]], "float32")), np.array([[0.5]], "float32"),
+                     weights)
+    np.testing.assert_allclose(h, [[0.25 + 0.5 * np.tanh(1.5)]], atol=1e-6)
+
+
+def test_split_kernel_rows_add_up_to_the_whole_projection():
+    cell = built_cell("gru", 5, 4)
+    whole, split = rnn.cell_weights(cell, "float32"), rnn.cell_weights(cell, "float32", split_at=2)
+    x = np.random.default_rng(1).normal(size=(3, 5)).astype("float32")
+    parts = rnn.project_inputs(split, x[:, :2]) + x[:, 2:] @ np.asarray(split["kernel_rest"])
+    np.testing.assert_allclose(parts, rnn.project_inputs(whole, x), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_luong_whole_target_loop_equals_the_keras_layer(kind, monkeypatch):
+    """Without input feeding the decoder runs its own loop on a CPU and the Keras layer on a GPU."""
+    keras.utils.set_random_seed(0)
+    encoder = Encoder(11, 4, 6, rnn=kind)
+    outputs, state, mask = encoder(np.array([[5, 6, 7, 0], [3, 4, 5, 6]]))
+    decoder = Decoder(13, 4, 6, style="luong", input_feeding=False, rnn=kind)
+    target_in = np.array([[1, 4, 9, 0, 0], [1, 12, 3, 7, 2]])
+    ours = decoder(target_in, outputs, state, mask)
+    monkeypatch.setattr("tfattn.accel.rnn.prefer_keras_layers", lambda: True)
+    keras_layer = decoder(target_in, outputs, state, mask)
+    for a, b in zip(ours, keras_layer):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+@pytest.mark.parametrize("bidirectional,num_layers", [(True, 1), (False, 1), (True, 2)])
+def test_encoder_loop_equals_the_keras_layers(kind, bidirectional, num_layers, monkeypatch):
+    """The encoder runs `rnn.run_masked` on a CPU and the Keras layers on a GPU: same outputs and state."""
+    keras.utils.set_random_seed(1)
+    encoder = Encoder(11, 4, 6, rnn=kind, bidirectional=bidirectional, num_layers=num_layers)
+    # The last row has padding between its tokens: each direction skips it, as the Keras layers do.
+    source = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8], [9, 0, 0, 0, 0], [4, 0, 6, 2, 0]])
+    outputs, state, _ = encoder(source)
+    assert np.all(outputs.numpy()[source == 0] == 0.0)  # padding positions output zeros
+    monkeypatch.setattr("tfattn.accel.rnn.prefer_keras_layers", lambda: True)
+    keras_outputs, keras_state, _ = encoder(source)
+    np.testing.assert_allclose(outputs, keras_outputs, atol=1e-5)
+    for name in state:
+        np.testing.assert_allclose(state[name], keras_state[name], atol=1e-5)
+
+
+def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
+    # One step of a decoding or encoding loop: the gates are cut by sizes known while tracing, so
+    # no graph nodes work them out at every step (keras' split at an index added about 20).
+    import tensorflow as tf
+
+    layer = keras.layers.GRU(3)
+    layer.build((None, None, 2))
+    weights = rnn.cell_weights(layer.cell, "float32")
+    step = tf.function(lambda x, h: rnn.gru_step(x, h, weights)).get_concrete_function(
+        tf.TensorSpec([None, 9]), tf.TensorSpec([None, 3]))
+    kinds = [op.type for op in step.graph.get_operations()]
+    assert kinds.count("SplitV") == 2 and kinds.count("Split") == 1
+    assert "StridedSlice" not in kinds
+    assert kinds.count("Sub") == 1  # `1 - z`, and no size arithmetic
+
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind):
+    """In inference `run_masked` steps a batch without padding without reading masks: same results."""
+    import tensorflow as tf
+
+    cells = [built_cell(kind, 5, 4), built_cell(kind, 5, 4)]
+    x = np.random.default_rng(2).normal(size=(2, 3, 5)).astype("float32")
+    directions = [(rnn.project_inputs(w, x), w, reverse)
+                  for w, reverse in zip([rnn.cell_weights(c, "float32") for c in cells], (False, True))]
+    mask = tf.ones([2, 3], tf.bool)
+    zeros = [tf.zeros([2, 4])] * 2
+    got = tf.function(lambda: rnn.run_masked(kind, directions, mask))()
+    expected = rnn._loop(kind, directions, mask, zeros, masked=True)
+    for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(expected)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(got[0][1][:, 0], got[1][1]["h"], atol=1e-6)  # backward: ends at position 0

@@ -1,0 +1,344 @@
+"""Tests for tfattn.layers.attention: every score against NumPy, masking, errors and `.keras` saving.
+
+Sizes are tiny and named after the axes of DESIGN.md: batch 2, t_in 4, query size dq 3, key size dk 2
+(so that `key=` and `value=` really differ), value size dv 5, hidden size units 4.
+"""
+
+import math
+import operator
+
+import keras
+import numpy as np
+import pytest
+
+from tfattn.layers.attention import SCORES, BahdanauAttention, LuongAttention
+
+BATCH, T_IN, DQ, DK, DV, UNITS = 2, 4, 3, 2, 5, 4
+# Sentence 0 has one padding position (the last); sentence 1 has none.
+MASK = np.array([[True, True, True, False], [True, True, True, True]])
+
+# How far a row of weights may sum from 1. Each weight exp_i / sum is rounded about five times (the exp,
+# three additions over t_in = 4, the division), each by at most the unit roundoff u (2^-11 in float16,
+# 2^-24 in float32), so its relative error is at most 5u and the row's sum is off by at most 5u.
+ROW_SUM_ATOL = {"float32": 1e-6, "float16": 5 * 2.0**-11}
+
+# Every variant the layers offer; "location" covers t_in < max_length (the weights are cropped),
+# "location_short" covers t_in > max_length (positions past max_length get zero weight).
+VARIANTS = ("bahdanau", "bahdanau_normalized", "dot", "general", "concat", "location", "location_short")
+# (variant, scale): Bahdanau has no scale; every Luong score is checked with and without it.
+CASES = [("bahdanau", False), ("bahdanau_normalized", False)] + [
+    (variant, scale) for variant in VARIANTS[2:] for scale in (False, True)
+]
+
+
+def make_layer(variant, scale=False, dtype=None):
+    if variant.startswith("bahdanau"):
+        return BahdanauAttention(UNITS, normalize=variant == "bahdanau_normalized", dtype=dtype)
+    if variant == "concat":
+        return LuongAttention("concat", scale=scale, units=UNITS, dtype=dtype)
+    if variant.startswith("location"):
+        max_length = 2 if variant == "location_short" else 6
+        return LuongAttention("location", scale=scale, max_length=max_length, dtype=dtype)
+    return LuongAttention(variant, scale=scale, dtype=dtype)
+
+
+def key_size(variant):
+    return DQ if variant == "dot" else DK  # the dot score needs dk == dq
+
+
+def make_inputs(t_q, dk=DK, dtype="float32", seed=0):
+    """query (batch, t_q, dq), key (batch, t_in, dk), value (batch, t_in, dv)."""
+    rng = np.random.default_rng(seed)
+    query = rng.normal(size=(BATCH, t_q, DQ)).astype(dtype)
+    key = rng.normal(size=(BATCH, T_IN, dk)).astype(dtype)
+    value = rng.normal(size=(BATCH, T_IN, DV)).astype(dtype)
+    return query, key, value
+
+
+def fixed(shape, seed):
+    """Small fixed weights with one decimal, e.g. 0.3 or -0.7."""
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).round(1).astype("float32")
+
+
+def fixed_weights(variant, scale):
+    """The weights to set, by attribute path on the layer, with the shapes the layer must use."""
+    dk = key_size(variant)
+    if variant.startswith("bahdanau"):
+        weights = {"query_dense.kernel": fixed((DQ, UNITS), 1), "key_dense.kernel": fixed((dk, UNITS), 2),
+                   "v": fixed((UNITS,), 3)}
+        if variant == "bahdanau_normalized":
+            weights.update(g=np.array(2.0, "float32"), b=fixed((UNITS,), 4))
+    elif variant == "dot":
+        weights = {}
+    elif variant == "general":
+        weights = {"w": fixed((dk, DQ), 5)}  # (dk, dq): prepare_keys computes k @ w
+    elif variant == "concat":
+        weights = {"w_query": fixed((DQ, UNITS), 6), "w_key": fixed((dk, UNITS), 7), "v": fixed((UNITS,), 8)}
+    else:
+        max_length = 2 if variant == "location_short" else 6
+        weights = {"w": fixed((DQ, max_length), 9)}  # (dq, max_length)
+    if scale:
+        weights["gain"] = np.array(2.0, "float32")
+    return weights
+
+
+def set_weights(layer, weights):
+    """Assigns `weights` (attribute path -> array), checking each shape and that no weight is left out."""
+    for path, value in weights.items():
+        variable = operator.attrgetter(path)(layer)
+        assert tuple(variable.shape) == value.shape, path
+        variable.assign(value)
+    assert len(layer.weights) == len(weights)
+
+
+# -- the NumPy reference ----------------------------------------------------------------------------
+
+
+def np_scores(variant, weights, query, key):
+    """Scores `(batch, t_q, t_in)` in float64, written from the papers' equations."""
+    q, k = query.astype("float64"), key.astype("float64")
+    w = {name: value.astype("float64") for name, value in weights.items()}
+    if variant.startswith("bahdanau"):  # v^T tanh(W1 q + W2 k), or (g v/||v||)^T tanh(W1 q + W2 k + b)
+        v, b = w["v"], w.get("b", 0.0)
+        if "g" in w:
+            v = w["g"] * v / np.linalg.norm(v)
+        hidden = (q @ w["query_dense.kernel"])[:, :, None, :] + (k @ w["key_dense.kernel"])[:, None, :, :] + b
+        scores = np.tanh(hidden) @ v
+    elif variant == "concat":  # concat: v^T tanh(W_q q + W_k k)
+        hidden = (q @ w["w_query"])[:, :, None, :] + (k @ w["w_key"])[:, None, :, :]
+        scores = np.tanh(hidden) @ w["v"]
+    elif variant == "general":  # general: q . (k w), w (dk, dq)
+        scores = q @ (k @ w["w"]).transpose(0, 2, 1)
+    elif variant.startswith("location"):  # location: W q, one score per position, -inf past max_length
+        by_position = q @ w["w"]  # (batch, t_q, max_length)
+        t_in, max_length = k.shape[1], by_position.shape[-1]
+        scores = np.full(q.shape[:2] + (t_in,), -np.inf)
+        scores[..., : min(t_in, max_length)] = by_position[..., :t_in]
+    else:  # dot
+        scores = q @ k.transpose(0, 2, 1)
+    return scores * w.get("gain", 1.0)
+
+
+def np_attention(scores, value, mask=None):
+    if mask is not None:
+        scores = np.where(mask[:, None, :], scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)  # (batch, t_q, t_in)
+    return weights @ value.astype("float64"), weights
+
+
+# -- scores -----------------------------------------------------------------------------------------
+
+
+def test_dot_score_by_hand():
+    # q = (ln 2, ln 3); keys (1, 0), (0, 1), (0, 0) -> scores ln 2, ln 3, 0 -> exp 2, 3, 1
+    # -> weights 2/6, 3/6, 1/6. Values (6, 0), (0, 6), (6, 6) -> context (2 + 1, 3 + 1) = (3, 4).
+    query = np.array([[[math.log(2), math.log(3)]]], "float32")  # (1, 1, 2)
+    key = np.array([[[1, 0], [0, 1], [0, 0]]], "float32")  # (1, 3, 2)
+    value = np.array([[[6, 0], [0, 6], [6, 6]]], "float32")  # (1, 3, 2)
+    layer = LuongAttention("dot")
+    context, weights = layer(query, value, key=key)
+    np.testing.assert_allclose(weights, [[[1 / 3, 1 / 2, 1 / 6]]], atol=1e-6)
+    np.testing.assert_allclose(context, [[[3, 4]]], atol=1e-5)
+    # Masking the third position: exp 2, 3 -> 2/5, 3/5, 0; context (12/5, 18/5).
+    context, weights = layer(query, value, key=key, mask=np.array([[True, True, False]]))
+    np.testing.assert_allclose(weights, [[[2 / 5, 3 / 5, 0]]], atol=1e-6)
+    np.testing.assert_allclose(context, [[[12 / 5, 18 / 5]]], atol=1e-5)
+    # scale=True with gain 2: scores 2 ln 2, 2 ln 3, 0 -> exp 4, 9, 1 -> 4/14, 9/14, 1/14.
+    scaled = LuongAttention("dot", scale=True)
+    scaled(query, value, key=key)
+    scaled.gain.assign(2.0)
+    _, weights = scaled(query, value, key=key)
+    np.testing.assert_allclose(weights, [[[4 / 14, 9 / 14, 1 / 14]]], atol=1e-6)
+
+
+@pytest.mark.parametrize("t_q", [1, 3])
+@pytest.mark.parametrize("variant, scale", CASES)
+def test_scores_match_numpy(variant, scale, t_q):
+    query, key, value = make_inputs(t_q, dk=key_size(variant))
+    layer = make_layer(variant, scale)
+    layer(query, value, key=key, mask=MASK)  # builds
+    weights = fixed_weights(variant, scale)
+    set_weights(layer, weights)
+    context, attention = layer(query, value, key=key, mask=MASK)
+    expected_context, expected_attention = np_attention(np_scores(variant, weights, query, key), value, MASK)
+    np.testing.assert_allclose(attention, expected_attention, atol=1e-6)
+    np.testing.assert_allclose(context, expected_context, atol=1e-5)
+
+
+def test_bahdanau_normalized_starts_with_g_sqrt_one_over_units_and_zero_b():
+    layer = BahdanauAttention(UNITS, normalize=True)
+    query, key, value = make_inputs(1)
+    layer(query, value)
+    np.testing.assert_allclose(layer.g.numpy(), math.sqrt(1 / UNITS), rtol=1e-6)
+    np.testing.assert_array_equal(layer.b.numpy(), np.zeros(UNITS))
+
+
+def test_concat_units_default_to_the_query_size():
+    layer = LuongAttention("concat")
+    query, key, value = make_inputs(1)
+    layer(query, value, key=key)
+    assert tuple(layer.w_query.shape) == (DQ, DQ)
+    assert tuple(layer.w_key.shape) == (DK, DQ)
+    assert tuple(layer.v.shape) == (DQ,)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize(
+    "gain",
+    [
+        None,
+        2.0,
+        0.5,
+        -1.0,  # a negative learned gain must not revive positions past max_length
+    ],
+)
+def test_location_positions_past_max_length_get_zero_weight(gain, dtype):
+    query, key, value = make_inputs(3, dtype=dtype)
+    layer = LuongAttention("location", scale=gain is not None, max_length=2, dtype=dtype)
+    layer(query, value)
+    if gain is not None:
+        layer.gain.assign(gain)
+    _, weights = layer(query, value)
+    weights = weights.numpy()
+    assert weights.shape == (BATCH, 3, T_IN)
+    assert (weights[..., 2:] == 0).all()
+    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=ROW_SUM_ATOL[dtype])
+
+
+def test_location_crops_its_weights_to_a_shorter_sentence():
+    # max_length 6, t_in 2 then 4: the scores are the first t_in columns of W q.
+    layer = LuongAttention("location", max_length=6)
+    query, _, value = make_inputs(1)
+    layer(query, value)
+    w = fixed((DQ, 6), 0)
+    layer.w.assign(w)
+    for t_in in (2, 4):
+        _, weights = layer(query, value[:, :t_in])
+        _, expected = np_attention(query.astype("float64") @ w[:, :t_in], value[:, :t_in])
+        np.testing.assert_allclose(weights, expected, atol=1e-6)
+
+
+# -- masking ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t_q", [1, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_masked_positions_get_exactly_zero_and_rows_sum_to_one(variant, dtype, t_q):
+    query, key, value = make_inputs(t_q, dk=key_size(variant), dtype=dtype)
+    # Large query values push the masked position's score up: it must still get exactly 0.
+    query = query * np.asarray(4, dtype)
+    layer = make_layer(variant, scale=True, dtype=dtype)
+    context, weights = layer(query, value, key=key, mask=MASK)
+    weights = weights.numpy()
+    assert weights.shape == (BATCH, t_q, T_IN)
+    assert context.shape == (BATCH, t_q, DV)
+    assert (weights[0, :, 3] == 0.0).all()
+    assert np.isfinite(weights).all() and np.isfinite(context.numpy()).all()
+    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=ROW_SUM_ATOL[dtype])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_float16_layer_returns_float16(variant):
+    query, key, value = make_inputs(1, dk=key_size(variant), dtype="float16")
+    context, weights = make_layer(variant, dtype="float16")(query, value, key=key, mask=MASK)
+    assert context.dtype == "float16" and weights.dtype == "float16"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_fully_masked_row_gives_zero_weights_and_zero_context(variant):
+    query, key, value = make_inputs(2, dk=key_size(variant))
+    mask = np.array([[False] * T_IN, [True] * T_IN])
+    context, weights = make_layer(variant)(query, value, key=key, mask=mask)
+    assert (weights.numpy()[0] == 0).all() and (context.numpy()[0] == 0).all()
+    np.testing.assert_allclose(weights.numpy()[1].sum(-1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_prepared_keys_give_the_same_result(variant):
+    query, key, value = make_inputs(3, dk=key_size(variant))
+    layer = make_layer(variant, scale=True)
+    context, weights = layer(query, value, key=key, mask=MASK)
+    context2, weights2 = layer(query, value, mask=MASK, prepared_keys=layer.prepare_keys(key))
+    np.testing.assert_allclose(weights2, weights, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(context2, context, rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_key_defaults_to_value(variant):
+    query, _, value = make_inputs(3)
+    value = value[..., :DQ]  # dv == dq so that the dot score works on the values themselves
+    layer = make_layer(variant)
+    context, weights = layer(query, value, mask=MASK)
+    context2, weights2 = layer(query, value, key=value, mask=MASK)
+    np.testing.assert_allclose(weights2, weights, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(context2, context, rtol=0, atol=1e-7)
+
+
+# -- errors -----------------------------------------------------------------------------------------
+
+
+def test_unknown_score_names_the_value_and_the_choices():
+    with pytest.raises(ValueError) as error:
+        LuongAttention("cosine")
+    message = str(error.value)
+    assert "score='cosine'" in message
+    assert all(repr(score) in message for score in SCORES)
+
+
+def test_dot_with_different_query_and_key_sizes_is_a_clear_error():
+    query, key, value = make_inputs(1)  # dq 3, dk 2
+    with pytest.raises(ValueError, match=r"'dot'.*query size 3, key size 2"):
+        LuongAttention("dot")(query, value, key=key)
+
+
+@pytest.mark.parametrize("units", [0, -3, 2.5, "4"])
+def test_bahdanau_units_must_be_a_positive_int(units):
+    with pytest.raises(ValueError, match=f"units={units!r}"):
+        BahdanauAttention(units)
+
+
+@pytest.mark.parametrize("max_length", [0, -1, 3.0])
+def test_location_max_length_must_be_a_positive_int(max_length):
+    with pytest.raises(ValueError, match=f"max_length={max_length!r}"):
+        LuongAttention("location", max_length=max_length)
+
+
+# -- saving -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant, scale", [c for c in CASES if c[1] or c[0].startswith("bahdanau")])
+def test_keras_file_round_trip_in_a_functional_model(variant, scale, tmp_path):
+    dk = key_size(variant)
+    query_in = keras.Input((None, DQ), name="query")
+    value_in = keras.Input((None, DV), name="value")
+    key_in = keras.Input((None, dk), name="key")
+    mask_in = keras.Input((None,), dtype="bool", name="mask")
+    context, weights = make_layer(variant, scale)(query_in, value_in, key=key_in, mask=mask_in)
+    model = keras.Model([query_in, value_in, key_in, mask_in], [context, weights])
+    query, key, value = make_inputs(3, dk=dk)
+    expected = model([query, value, key, MASK])
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    for got, want in zip(loaded([query, value, key, MASK]), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_bahdanau_score_of_one_query_step_is_a_handful_of_graph_nodes(normalize):
+    # A decoding loop scores one query step per iteration; every graph node costs there. The score
+    # is one 2-D product for W1 q, an add, a tanh and a multiply-sum over `units`: no reshapes or
+    # shape arithmetic (Dense on a 3-D input and tensordot added about 40), no batched matmul.
+    import tensorflow as tf
+
+    attention = BahdanauAttention(units=8, normalize=normalize)
+    attention.build((None, 1, 4), (None, 5, 6))
+    scores = tf.function(attention._scores).get_concrete_function(
+        tf.TensorSpec([None, 1, 4]), tf.TensorSpec([None, None, 8]))
+    kinds = [op.type for op in scores.graph.get_operations()]
+    assert kinds.count("MatMul") == 1 and "BatchMatMulV2" not in kinds
+    assert kinds.count("Tanh") == 1
+    assert kinds.count("Sum") == 1 + normalize  # the normalized variant also sums v * v for ||v||
+    for shape_work in ("Reshape", "Prod", "GatherV2", "Shape", "Transpose"):
+        assert shape_work not in kinds

@@ -1,0 +1,238 @@
+"""The exported SavedModel: its signature, robustness, and loading without tfattn."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfattn.serving.translator import CONFIG_FILE, load
+
+from conftest import assert_same_outputs
+
+OUTPUTS = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
+           "length": tf.int32}
+BEAM_OUTPUTS = {**OUTPUTS, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32}
+MIXED = ["tue 5 march 2019", "5.3.19", "", "   ", "x" * 10000, b"\xff\xfe\xc3(", "😀 🎉", "march 5th 2019",
+         "\u202eمرحبا\u202c", "a\x00b\x07c\x1b[31m"]
+
+
+@pytest.mark.parametrize("name, inputs, outputs", [
+    ("translate", {"text": tf.string}, OUTPUTS),
+    ("serving_default", {"text": tf.string}, OUTPUTS),
+    ("translate_beam", {"text": tf.string, "beam_width": tf.int32, "length_penalty": tf.float32}, BEAM_OUTPUTS),
+])
+def test_signature_names_and_types(exported_dates, name, inputs, outputs):
+    loaded = load(exported_dates)
+    assert set(loaded.signatures) == {"translate", "serving_default", "translate_beam"}
+    signature = loaded.signatures[name]
+    assert {k: v.dtype for k, v in signature.structured_input_signature[1].items()} == inputs
+    got = signature.structured_outputs
+    assert {k: v.dtype for k, v in got.items()} == outputs
+    # Every output has its rank in the signature (`saved_model_cli show` prints it): a batch axis,
+    # then output time, n-best or input time axes.
+    ranks = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
+             "nbest_text": 2, "nbest_score": 2}
+    assert {k: v.shape.rank for k, v in got.items()} == {k: ranks[k] for k in outputs}
+
+
+def test_config_and_vocabulary_assets(exported_dates, dates_translator):
+    config = json.loads(open(os.path.join(exported_dates, CONFIG_FILE), encoding="utf-8").read())
+    assert config["source_tokenizer"]["level"] == "char" and config["decode"]["max_length"] == 14
+    assert config["signatures"]["translate_beam"]["outputs"][-2:] == ["nbest_text", "nbest_score"]
+    assets = os.path.join(exported_dates, "assets")
+    assert sorted(os.listdir(assets)) == sorted([CONFIG_FILE, "source_vocab.txt", "target_vocab.txt"])
+    lines = open(os.path.join(assets, "target_vocab.txt"), encoding="utf-8").read().split("\n")[:-1]
+    assert lines[1:] == dates_translator.target_tokenizer.vocabulary[1:]  # line i holds id i
+
+
+def beam_inputs(beam_width=4, length_penalty=0.6):
+    return {"beam_width": tf.constant(beam_width, tf.int32), "length_penalty": tf.constant(length_penalty)}
+
+
+@pytest.mark.parametrize("name, extra", [
+    ("translate", {}),
+    ("translate_beam", beam_inputs()),
+    ("translate_beam", beam_inputs(0)),
+    ("translate_beam", beam_inputs(-7)),
+    ("translate_beam", beam_inputs(10**6)),  # larger than the vocabulary: clamped
+    ("translate_beam", beam_inputs(3, float("nan"))),
+])
+def test_bad_inputs_give_results_not_errors(exported_dates, dates_translator, name, extra):
+    translate = load(exported_dates).signatures[name]
+    out = {k: v.numpy() for k, v in translate(text=tf.constant(MIXED), **extra).items()}
+    n = len(MIXED)
+    assert out["text"].shape == (n,) and out["length"].shape == (n,)
+    max_in = dates_translator.source_tokenizer.max_length
+    assert out["input_tokens"].shape[1] == max_in  # the 10,000 characters are truncated
+    assert out["input_tokens"][4, 0] == b"[START]" and out["input_tokens"][4, max_in - 1] == b"[END]"
+    assert out["input_tokens"][2].tolist()[:3] == [b"[START]", b"[END]", b""]  # "" -> markers only
+    for i, length in enumerate(out["length"]):
+        assert 1 <= length <= 14
+        assert out["tokens"][i, length - 1] == b"[END]" and (out["tokens"][i, length:] == b"").all()
+
+
+def test_beam_width_is_clamped_to_the_vocabulary(exported_dates, dates_translator):
+    beam = load(exported_dates).signatures["translate_beam"]
+    vocab = dates_translator.target_tokenizer.vocab_size
+    assert beam(text=tf.constant(["5.3.19"]), **beam_inputs(10**6))["nbest_text"].shape == (1, vocab)
+    assert beam(text=tf.constant(["5.3.19"]), **beam_inputs(-7))["nbest_text"].shape == (1, 1)
+    scores = beam(text=tf.constant(["5.3.19", "1 jan 2000"]), **beam_inputs(5))["nbest_score"].numpy()
+    assert (np.diff(scores, axis=1) <= 0).all()  # n-best sorted, best first
+
+
+@pytest.mark.parametrize("name, extra", [("translate", {}), ("translate_beam", beam_inputs())])
+def test_empty_batch_and_a_batch_of_512(exported_dates, name, extra):
+    translate = load(exported_dates).signatures[name]
+    out = translate(text=tf.constant([], tf.string), **extra)
+    assert set(out) == set(BEAM_OUTPUTS if extra else OUTPUTS)
+    assert all(v.shape[0] == 0 for v in out.values())
+    big = [MIXED[i % len(MIXED)] for i in range(512)]
+    out = translate(text=tf.constant(big), **extra)
+    assert out["text"].shape == (512,)
+    assert out["text"].numpy()[len(MIXED)] == out["text"].numpy()[0]  # the same sentence, the same answer
+
+
+def in_memory(translator, name, texts, extra):
+    if name == "translate":
+        return translator.translate(tf.constant(texts))
+    return translator.translate_beam(tf.constant(texts), extra["beam_width"], extra["length_penalty"])
+
+
+@pytest.fixture(scope="module")
+def exported_bahdanau(bahdanau_translator, tmp_path_factory):
+    from tfattn.serving.translator import export
+
+    return export(bahdanau_translator, str(tmp_path_factory.mktemp("export") / "bahdanau"))
+
+
+@pytest.mark.parametrize("style", ["luong", "bahdanau"])  # Bahdanau: a second token table, the tanh layer's
+@pytest.mark.parametrize("name, extra", [("translate", {}), ("translate_beam", beam_inputs())])
+def test_same_outputs_as_in_memory(request, style, name, extra):
+    export, translator = {"luong": ("exported_dates", "dates_translator"),
+                          "bahdanau": ("exported_bahdanau", "bahdanau_translator")}[style]
+    path, translator = request.getfixturevalue(export), request.getfixturevalue(translator)
+    texts = MIXED + [source for source, _ in request.getfixturevalue("dates_data")[1][:30]]
+    loaded = load(path).signatures[name](text=tf.constant(texts), **extra)
+    memory = in_memory(translator, name, texts, extra)
+    assert_same_outputs({k: v.numpy() for k, v in loaded.items()}, {k: v.numpy() for k, v in memory.items()})
+
+
+FRESH_PROCESS = textwrap.dedent("""
+    import json, sys
+    sys.modules["tfattn"] = None  # any `import tfattn` now raises ImportError
+    import numpy as np, tensorflow as tf, tensorflow_text  # noqa: F401
+    try:
+        import tfattn  # noqa: F401
+        raise SystemExit("tfattn is importable")
+    except ImportError:
+        pass
+    texts = json.loads(sys.argv[2])
+    signatures = tf.saved_model.load(sys.argv[1]).signatures
+    greedy = signatures["translate"](text=tf.constant(texts))
+    beam = signatures["translate_beam"](text=tf.constant(texts), beam_width=tf.constant(3),
+                                        length_penalty=tf.constant(0.6))
+    outputs = {**{"greedy_" + k: v for k, v in greedy.items()}, **{"beam_" + k: v for k, v in beam.items()}}
+    np.savez(sys.argv[3], **{k: v.numpy() for k, v in outputs.items()})
+""")
+
+
+def test_loads_and_runs_in_a_fresh_process_without_tfattn(exported_dates, dates_translator, tmp_path):
+    moved = str(tmp_path / "moved")
+    shutil.copytree(exported_dates, str(tmp_path / "copy"))
+    shutil.move(str(tmp_path / "copy"), moved)  # the export does not depend on where it was written
+    texts = [t for t in MIXED if isinstance(t, str)]
+    script = tmp_path / "load.py"
+    script.write_text(FRESH_PROCESS)
+    result = tmp_path / "out.npz"
+    env = {**os.environ, "PYTHONPATH": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    subprocess.run([sys.executable, str(script), moved, json.dumps(texts), str(result)], check=True, env=env,
+                   cwd=str(tmp_path), timeout=300)
+    fresh = np.load(result, allow_pickle=True)
+    greedy = in_memory(dates_translator, "translate", texts, {})
+    beam = in_memory(dates_translator, "translate_beam", texts, beam_inputs(3, 0.6))
+    expected = {**{"greedy_" + k: v for k, v in greedy.items()}, **{"beam_" + k: v for k, v in beam.items()}}
+    assert_same_outputs({k: fresh[k] for k in fresh.files}, {k: v.numpy() for k, v in expected.items()})
+
+
+def test_load_refuses_a_directory_that_is_not_an_export(tmp_path):
+    with pytest.raises(FileNotFoundError, match="Not a SavedModel directory"):
+        load(str(tmp_path))
+
+
+def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_translator):
+    loaded = load(exported_dates)
+    model = dates_translator.model
+    decoder = model.decoder  # Luong style with input feeding, a GRU
+    stored = {k: [b.numpy() for b in v] if k == "logits_blocks" else v.numpy() for k, v in loaded.decoding_weights.items()}
+    assert set(stored) == {"gates_table", "kernel_rest", "input_bias", "recurrent_kernel", "recurrent_bias",
+                           "hidden_kernel", "logits_blocks", "logits_bias"}
+    # The vocabulary projection in two column blocks, in order.
+    kernel = decoder.logits_dense.kernel.numpy()  # (units, vocab)
+    assert len(stored["logits_blocks"]) == 2
+    np.testing.assert_array_equal(np.concatenate(stored["logits_blocks"], axis=1), kernel)
+    # The embedding's share of the GRU's gates for every token; the input bias is added by the step,
+    # with the fed h~'s product.
+    emb = decoder.embedding_dim
+    cell = decoder.rnn_layer.cell
+    expected = decoder.embedding.embeddings.numpy() @ cell.kernel.numpy()[:emb]
+    np.testing.assert_allclose(stored["gates_table"], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(stored["kernel_rest"], cell.kernel.numpy()[emb:])  # the fed h~ still multiplies
+    np.testing.assert_array_equal(stored["input_bias"], cell.bias.numpy()[0])
+    # Of the model's own variables, only those the step does not replace: the encoder's and the attention's.
+    own = model.encoder.variables + decoder.attention.variables
+    assert len(loaded.model_variables) == len(own) < len(model.variables)
+    for got, variable in zip(loaded.model_variables, own):
+        np.testing.assert_array_equal(got.numpy(), variable.numpy())
+    assert dates_translator.decoding_weights == {}  # only the export's translator copies the weights
+
+
+@pytest.fixture(scope="module")
+def exported_bfloat16(dates_translator, tmp_path_factory):
+    from tfattn.serving.translator import Translator, export
+
+    t = dates_translator
+    translator = Translator(t.model, t.source_tokenizer, t.target_tokenizer, t.decode_config, matmul_dtype="bfloat16")
+    return translator, export(translator, str(tmp_path_factory.mktemp("export") / "bf16"))
+
+
+def test_a_bfloat16_export(exported_bfloat16, exported_dates, dates_data):
+    translator, path = exported_bfloat16
+    config = json.loads(open(os.path.join(path, CONFIG_FILE), encoding="utf-8").read())
+    assert config["matmul_dtype"] == "bfloat16"
+    loaded = load(path)
+    stored = loaded.decoding_weights
+    assert {k: v.dtype for k, v in stored.items() if k != "logits_blocks"} == {
+        **{k: tf.bfloat16 for k in ("kernel_rest", "recurrent_kernel", "hidden_kernel")},
+        **{k: tf.float32 for k in ("gates_table", "input_bias", "recurrent_bias", "logits_bias")}}  # a table is looked up
+    assert all(b.dtype == tf.bfloat16 for b in stored["logits_blocks"])
+    # The same outputs as the bfloat16 translator in memory, on every signature.
+    for name, extra in [("translate", {}), ("translate_beam", beam_inputs())]:
+        got = loaded.signatures[name](text=tf.constant(MIXED), **extra)
+        want = in_memory(translator, name, MIXED, extra)
+        assert_same_outputs({k: v.numpy() for k, v in got.items()}, {k: v.numpy() for k, v in want.items()}, name)
+    # Padding invariance holds in bfloat16 too: every row's arithmetic is its own.
+    texts = [source for source, _ in dates_data[1][:40]]
+    longest = max(texts, key=len)
+    greedy = loaded.signatures["translate"]
+    for text in texts[:10]:
+        alone = greedy(text=tf.constant([text]))["text"].numpy()[0]
+        assert greedy(text=tf.constant([longest, text, longest]))["text"].numpy()[1] == alone
+    # And it translates as the float32 export does, bar a rare near tie between two tokens.
+    bf16 = greedy(text=tf.constant(texts))["text"].numpy()
+    f32 = load(exported_dates).signatures["translate"](text=tf.constant(texts))["text"].numpy()
+    assert np.mean(bf16 == f32) >= 0.9
+
+
+def test_translator_refuses_an_unknown_matmul_dtype(dates_translator):
+    from tfattn.serving.translator import Translator
+
+    t = dates_translator
+    with pytest.raises(ValueError, match=r"matmul_dtype must be one of \(None, 'float32', 'bfloat16'\). "
+                                         r"Received: matmul_dtype='float16'"):
+        Translator(t.model, t.source_tokenizer, t.target_tokenizer, matmul_dtype="float16")

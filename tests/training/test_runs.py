@@ -1,0 +1,264 @@
+"""Training runs: config, corpora splits, run directory, checkpoints, SIGKILL and resume, evaluate."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from conftest import shared_data
+from tfattn.data import dates
+from tfattn.cli import find_export
+from tfattn.training.runs import CorpusConfig, Run, RunConfig, load_splits, run_config_of, train_run
+from tfattn.serving.translator import CONFIG_FILE
+
+
+def test_run_config_round_trips_through_json():
+    config = RunConfig()
+    config.model.attention, config.corpus.splits = "bahdanau", ("train", "val", "test_2016_flickr")
+    again = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config
+
+
+def test_run_config_of_an_earlier_version_loads_without_its_retired_fields():
+    old = RunConfig().to_dict()
+    old["data"] = {**old["data"], "bucket_width": 2}  # written before sorted pools replaced length bins
+    del old["data"]["pool_batches"]
+    config = RunConfig.from_dict(old)
+    assert config.data == RunConfig().data
+    old["data"]["bucket_witdh"] = 2  # a field that never existed is still an error
+    with pytest.raises(TypeError, match="bucket_witdh"):
+        RunConfig.from_dict(old)
+
+
+def write_anki(path, n, seed=0):
+    """An Anki-format file: English (here the ISO date) <TAB> other language (the written date)."""
+    pairs = dates.generate(n, seed=seed)
+    path.write_text("".join(f"{iso}\t{text}\n" for text, iso in pairs), encoding="utf-8")
+    return pairs
+
+
+def test_load_splits_of_a_single_file(tmp_path):
+    pairs = write_anki(tmp_path / "d.txt", 120)
+    parts, summary = load_splits(CorpusConfig(corpus=str(tmp_path / "d.txt")))
+    assert [len(parts[k]) for k in ("train", "validation", "test")] == [114, 3, 3]
+    assert parts["test"] == [pairs[0], pairs[50], pairs[100]]  # (written date, ISO): other -> English
+    assert summary.startswith("d.txt: 120 lines read, 0 skipped")
+    small, _ = load_splits(CorpusConfig(corpus=str(tmp_path / "d.txt"), max_pairs=10))
+    assert len(small["train"]) == 10 and len(small["test"]) == 3
+
+
+def test_load_splits_of_parallel_files(tmp_path):
+    for split, n in (("train", 5), ("val", 2), ("test_2016_flickr", 3)):
+        (tmp_path / f"{split}.en").write_text("".join(f"en {split} {i}\n" for i in range(n)))
+        (tmp_path / f"{split}.de").write_text("".join(f"de {split} {i}\n" for i in range(n)))
+    config = CorpusConfig(corpus=str(tmp_path), format="parallel", source_lang="en", target_lang="de",
+                          splits=("train", "val", "test_2016_flickr"))
+    parts, _ = load_splits(config)
+    assert [len(parts[k]) for k in ("train", "validation", "test")] == [5, 2, 3]
+    assert parts["validation"][1] == ("en val 1", "de val 1")
+
+
+def tfattn(*args, **kwargs):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen([sys.executable, "-m", "tfattn.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+
+
+def events(run, kind):
+    path = os.path.join(run, "log.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return [r for r in map(json.loads, lines) if r["event"] == kind]
+
+
+TRAIN_FLAGS = ["--units", "32", "--embedding-dim", "16", "--batch-size", "8", "--no-bucket", "--tokenizer",
+               "char", "--max-length", "40", "--learning-rate", "0.003", "--checkpoint-every", "10", "--quiet"]
+
+
+def test_sigkill_mid_epoch_then_resume(tmp_path):
+    write_anki(tmp_path / "d.txt", 3000)  # 2,880 training pairs: 360 batches of 8 per epoch
+    run = str(tmp_path / "run")
+    flags = ["train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1", *TRAIN_FLAGS,
+             "--learning-rate", "0.01"]
+    proc = tfattn(*flags)
+    deadline = time.time() + 300
+    while len(events(run, "checkpoint")) < 6 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = events(run, "checkpoint")
+    last = before[-1]
+    assert last["epoch"] == 1 and 0 < last["position"] < 360  # killed mid-epoch
+    # The files are intact: the latest checkpoint is the last one logged, and it reads back.
+    latest = tf.train.latest_checkpoint(os.path.join(run, "checkpoints"))
+    assert latest.endswith(f"ckpt-{last['step']}")
+    reader = tf.train.load_checkpoint(latest)
+    assert reader.get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == last["position"]
+
+    resumed = tfattn("train", "--out", run, "--resume", "--quiet")  # the run's own corpus and settings
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    assert f"resumed from step {last['step']} (epoch 1, batch {last['position']})" in err
+    after = events(run, "checkpoint")[len(before):]
+    assert after[0]["step"] == last["step"] + 10 - last["step"] % 10 or after[0]["step"] > last["step"]
+    print("losses before the kill:", [r["loss"] for r in before], "after:", [r["loss"] for r in after])
+    assert after[0]["loss"] < 0.7 * before[0]["loss"]  # goes on from a trained model, not from scratch
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["steps"] == 360  # the epoch was finished from the batch after the checkpoint
+    assert os.path.exists(os.path.join(run, "export", "saved_model.pb"))
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    write_anki(tmp / "d.txt", 600)
+    run = str(tmp / "run")
+    proc = tfattn("train", "--corpus", str(tmp / "d.txt"), "--out", run, "--epochs", "2", *TRAIN_FLAGS)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return run, json.loads(out.strip().splitlines()[-1])
+
+
+def test_run_directory_contents(small_run):
+    run, summary = small_run
+    for name in ("config.json", "tokenizers.json", "history.json", "log.jsonl", "summary.json"):
+        assert os.path.isfile(os.path.join(run, name)), name
+    assert tf.train.latest_checkpoint(os.path.join(run, "best")) is not None
+    history = json.load(open(os.path.join(run, "history.json")))
+    assert len(history["val_loss"]) == 2 and summary["best_val_loss"] == pytest.approx(min(history["val_loss"]))
+    assert find_export(run) == os.path.join(run, "export")
+    assert run_config_of(run).model.units == 32
+
+
+def test_the_last_step_is_checkpointed(small_run):
+    run, summary = small_run
+    # 570 training pairs in batches of 8 make 72 steps an epoch, 144 in two. With --checkpoint-every
+    # 10, saves come at steps 1, 11, ..., 141: only the save at the end holds the last 3 steps.
+    assert summary["steps"] == 144
+    assert [r["step"] for r in events(run, "checkpoint")][-1] == 141
+    assert [r["step"] for r in events(run, "end")] == [144]
+    assert tf.train.latest_checkpoint(os.path.join(run, "checkpoints")).endswith("ckpt-144")
+    # The best loss is saved with it: a resumed run compares its epochs with the real best.
+    history = json.load(open(os.path.join(run, "history.json")))
+    reader = tf.train.load_checkpoint(os.path.join(run, "checkpoints", "ckpt-144"))
+    assert reader.get_tensor("best_val_loss/.ATTRIBUTES/VARIABLE_VALUE") == pytest.approx(min(history["val_loss"]))
+
+
+def test_resume_a_finished_run_for_more_epochs(small_run, tmp_path):
+    run = str(tmp_path / "run")
+    shutil.copytree(small_run[0], run)
+    before = json.load(open(os.path.join(run, "history.json")))
+    proc = tfattn("train", "--out", run, "--resume", "--epochs", "3", "--quiet")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert "resumed from step 144 (epoch 3, batch 0)" in err  # two epochs done, none repeated
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["steps"] == 216 and summary["epochs"] == 3  # 72 more steps; the history goes on
+    history = json.load(open(os.path.join(run, "history.json")))
+    assert history["val_loss"][:2] == before["val_loss"] and len(history["val_loss"]) == 3
+    assert history["seconds"] > before["seconds"]
+    assert tf.train.latest_checkpoint(os.path.join(run, "checkpoints")).endswith("ckpt-216")
+
+
+def test_resume_keeps_the_runs_epochs_and_time_budget_unless_given(tmp_path):
+    run = Run(tmp_path)
+    config = RunConfig()
+    config.train.epochs, config.train.time_budget = 4, 900.0
+    run.write_json("config.json", config.to_dict())
+    from tfattn.training.runs import _resumed_config
+
+    kept = _resumed_config(run, None, None).train
+    assert (kept.epochs, kept.time_budget) == (4, 900.0)  # this session gets the run's budget again
+    given = _resumed_config(run, 6, 60.0).train
+    assert (given.epochs, given.time_budget) == (6, 60.0)
+
+
+def test_a_corpus_without_validation_pairs_writes_no_run(tmp_path):
+    # Line i goes to validation when i % 50 == 1: blank lines 1 and 51 leave it empty.
+    lines = ["" if i in (1, 51) else f"2019-01-{i % 28 + 1:02d}\t{i} jan 2019" for i in range(100)]
+    (tmp_path / "d.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = RunConfig(corpus=CorpusConfig(corpus=str(tmp_path / "d.txt")))
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"The validation split of .*d\.txt has no sentence pairs \(.*2 skipped"):
+        train_run(config, str(out), echo=lambda line: None)
+    assert not out.exists()  # nothing half made: a corrected corpus can use the same --out
+
+
+def test_ctrl_c_saves_the_latest_state(tmp_path):
+    write_anki(tmp_path / "d.txt", 3000)  # 360 steps an epoch; 5 epochs leave the signal time to land
+    run = str(tmp_path / "run")
+    flags = [*TRAIN_FLAGS[:-3], "--checkpoint-every", "25", "--quiet"]
+    proc = tfattn("train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "5", *flags)
+    deadline = time.time() + 300
+    while len(events(run, "checkpoint")) < 2 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)  # steps 1 and 26 saved: training is under way, far from its 1,800 steps
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    logged = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"), encoding="utf-8")]
+    interrupted = [r for r in logged if r["event"] == "interrupted"]
+    assert len(interrupted) == 1 and not [r for r in logged if r["event"] == "end"], (logged[-3:], err)
+    [saved] = interrupted
+    assert 26 <= saved["step"] < 1800 and "Continue with: tfattn train --resume --out" in err
+    latest = tf.train.latest_checkpoint(os.path.join(run, "checkpoints"))
+    assert latest.endswith(f"ckpt-{saved['step']}")
+    assert tf.train.load_checkpoint(latest).get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == saved["position"]
+
+
+def test_refuses_to_overwrite_a_run(small_run, tmp_path):
+    run, _ = small_run
+    proc = tfattn("train", "--corpus", str(tmp_path / "x.txt"), "--out", run, "--quiet")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "already holds a run; pass --resume" in err and "Traceback" not in err
+
+
+def test_evaluate_translate_export_and_plot(small_run, tmp_path):
+    run, _ = small_run
+    proc = tfattn("evaluate", "--model", run, "--split", "test", "--output", str(tmp_path / "e.json"))
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert {"bleu", "chrf", "n", "bleu_by_length"} <= set(result) and result["n"] == 12  # 600 lines: 12 test
+    assert sum(b["n"] for b in result["bleu_by_length"].values()) == 12
+    proc = tfattn("plot", "--bleu-by-length", str(tmp_path / "e.json"), "--out", str(tmp_path / "b.png"))
+    assert proc.wait(timeout=120) == 0 and (tmp_path / "b.png").stat().st_size > 0
+    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "exp"))
+    assert proc.wait(timeout=300) == 0 and (tmp_path / "exp" / "saved_model.pb").exists()
+    texts = ["5 march 2019", "tue 5 mar 2019", "1.2.03"]
+    translations = []
+    for model in (str(tmp_path / "exp"), run):  # the best checkpoint exported again, and the run's export
+        proc = tfattn("translate", "--model", model, *texts)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and len(out.splitlines()) == 3, err
+        translations.append(out)
+    assert translations[0] == translations[1]  # the weights came back from the checkpoint
+    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "bf16"), "--matmul-dtype", "bfloat16")
+    assert proc.wait(timeout=300) == 0
+    assert json.load(open(tmp_path / "bf16" / CONFIG_FILE))["matmul_dtype"] == "bfloat16"
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("corpus, flags", [
+    (("spa-eng", "spa.txt"), []),
+    (("multi30k-en-de",), ["--format", "parallel", "--source-lang", "en", "--target-lang", "de",
+                           "--splits", "train,val,test_2016_flickr"]),
+])
+def test_train_then_evaluate_on_real_corpora(corpus, flags, tmp_path):
+    path = str(shared_data(*corpus))
+    run = str(tmp_path / "run")
+    proc = tfattn("train", "--corpus", path, *flags, "--out", run, "--max-pairs", "1500", "--epochs", "1",
+                  "--units", "32", "--embedding-dim", "16", "--vocab-size", "2000", "--quiet")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    proc = tfattn("evaluate", "--model", run, "--split", "test", "--limit", "100")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["n"] == 100

@@ -1,0 +1,660 @@
+"""Parallel corpora as Python string pairs: Anki TSV, generic TSV, aligned files, TFDS.
+
+Every loader returns a `Corpus`: the `(source, target)` pairs, how many lines were read, and which
+lines were skipped and why. Files are read in binary and each line is decoded on its own, so one bad
+line (blank, no tab, an empty side, bytes that are not UTF-8) is skipped and counted instead of
+failing the whole file; `strict=True` turns the first bad line into a `ValueError` naming the file,
+the 1-based line number and the problem.
+
+Every text is cleaned the same way: the no-break spaces U+00A0, U+2007 and U+202F become a plain
+space and surrounding whitespace is stripped. A UTF-8 byte order mark at the start of a file is
+ignored and CRLF line ends are accepted.
+
+The fixed split used by every benchmark is `split_of(i)`: with `i` the 0-based line index in the
+file, TEST is `i % 50 == 0`, VALIDATION is `i % 50 == 1`, TRAIN is the rest. The index is the line's
+position in the file, not among the kept pairs, so skipping a bad line never moves other pairs
+between splits.
+
+Example:
+
+```python
+corpus = load_corpus("../shared/data/spa-eng/spa.txt")
+print(corpus.summary())   # spa.txt: 118964 lines read, 0 skipped
+splits = split_pairs(corpus)
+len(splits["test"])       # 2380
+```
+"""
+
+import dataclasses
+import os
+import pathlib
+import urllib.error
+import urllib.parse
+import warnings
+
+ANKI_SPA_URL = "http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip"
+DIRECTIONS = ("to_english", "from_english")
+FORMATS = ("anki", "tsv", "parallel")
+SPLITS = ("train", "validation", "test")
+SPLIT_PERIOD = 50
+MAX_SKIPPED_KEPT = 20
+URL_SCHEMES = ("http", "https", "file")
+
+_BOM = b"\xef\xbb\xbf"
+_SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
+_SHOWN_CHARS = 200
+
+
+@dataclasses.dataclass
+class Corpus:
+    """Sentence pairs read from one source, with an account of the lines that were skipped.
+
+    Args:
+        pairs: list of `(source, target)` string tuples.
+        lines_read: int. Lines (or examples) read, bad ones included. Defaults to `0`.
+        lines_skipped: int. Lines skipped as bad. Defaults to `0`.
+        skipped: list of `(line_number, reason)`, 1-based, at most the first 20. Defaults to `[]`.
+        name: str. Where the pairs came from, e.g. `"spa.txt"`. Defaults to `""`.
+        line_index: list of int. The 0-based line index in the file of each pair; used by
+            `split_pairs`. Defaults to `range(len(pairs))`.
+
+    Example:
+
+    >>> corpus = Corpus([("Ve.", "Go.")], lines_read=2, lines_skipped=1,
+    ...                 skipped=[(2, "no tab")], name="tiny.txt")
+    >>> corpus.summary()
+    'tiny.txt: 2 lines read, 1 skipped (line 2: no tab)'
+    """
+
+    pairs: list
+    lines_read: int = 0
+    lines_skipped: int = 0
+    skipped: list = dataclasses.field(default_factory=list)
+    name: str = ""
+    line_index: list = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.line_index:
+            self.line_index = list(range(len(self.pairs)))
+        if len(self.line_index) != len(self.pairs):
+            raise ValueError(
+                f"line_index must have one entry per pair ({len(self.pairs)} pairs). "
+                f"Received: len(line_index)={len(self.line_index)!r}"
+            )
+
+    def __len__(self):
+        return len(self.pairs)
+
+    @property
+    def sources(self):
+        """list of str: the source side of every pair."""
+        return [source for source, _ in self.pairs]
+
+    @property
+    def targets(self):
+        """list of str: the target side of every pair."""
+        return [target for _, target in self.pairs]
+
+    def summary(self):
+        """Returns one line: the name, lines read, lines skipped and the first reasons."""
+        line = f"{self.name}: {self.lines_read} lines read, {self.lines_skipped} skipped"
+        if not self.skipped:
+            return line
+        reasons = [f"line {number}: {reason}" for number, reason in self.skipped]
+        if self.lines_skipped > len(self.skipped):
+            reasons.append(f"and {self.lines_skipped - len(self.skipped)} more")
+        return f"{line} ({'; '.join(reasons)})"
+
+
+class _Collector:
+    """Accumulates kept pairs and skipped lines for one file; raises on a bad line if strict."""
+
+    def __init__(self, where, strict):
+        self.where, self.strict = where, strict
+        self.pairs, self.line_index, self.skipped, self.lines_skipped = [], [], [], 0
+
+    def keep(self, number, source, target):
+        self.pairs.append((source, target))
+        self.line_index.append(number - 1)
+
+    def skip(self, number, reason, received):
+        if self.strict:
+            raise ValueError(
+                f"{self.where}, line {number}: {reason}. Pass strict=False (drop --strict) to skip "
+                f"and count bad lines. Received: line={_shorten(received)!r}"
+            )
+        self.lines_skipped += 1
+        if len(self.skipped) < MAX_SKIPPED_KEPT:
+            self.skipped.append((number, reason))
+
+    def corpus(self, lines_read, name):
+        return Corpus(
+            pairs=self.pairs,
+            lines_read=lines_read,
+            lines_skipped=self.lines_skipped,
+            skipped=self.skipped,
+            name=name,
+            line_index=self.line_index,
+        )
+
+
+def _shorten(value):
+    if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+        return value[:_SHOWN_CHARS] + "..."
+    return value
+
+
+def clean_text(text):
+    """Maps the no-break spaces U+00A0, U+2007, U+202F to a plain space and strips the ends.
+
+    Args:
+        text: str.
+
+    Returns:
+        str.
+
+    Example:
+
+    >>> clean_text(" ¿Qué?\\u00a0 ")
+    '¿Qué?'
+    """
+    return text.translate(_SPACES).strip()
+
+
+def _decode(raw):
+    """Returns `(text, problem)`: problem is `None`, or says where the UTF-8 is invalid."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as error:
+        text = raw.decode("utf-8", errors="backslashreplace")
+        return text, f"invalid UTF-8 at byte {error.start}"
+
+
+def _raw_lines(path):
+    """Yields `(line_number, raw_bytes)` with the BOM and the LF or CRLF end removed."""
+    with open(path, "rb") as file:
+        for number, raw in enumerate(file, start=1):
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            if raw.endswith(b"\n"):
+                raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            yield number, raw
+
+
+def _count_lines(path):
+    return sum(1 for _ in _raw_lines(path))
+
+
+def _require_file(path):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"No such corpus file: {os.path.abspath(path)}. Received: path={str(path)!r}"
+        )
+
+
+def _sides_problem(source, target):
+    """Returns why a pair of cleaned sides is unusable, or `None`."""
+    if not source and not target:
+        return "blank line"
+    if not source:
+        return "empty source"
+    if not target:
+        return "empty target"
+    return None
+
+
+def _columns_of(text, source_column, target_column):
+    """Returns `((source, target), None)` from one TSV line, or `(None, reason)`."""
+    if not clean_text(text):
+        return None, "blank line"
+    fields = text.split("\t")
+    needed = max(source_column, target_column) + 1
+    if len(fields) == 1:
+        return None, "no tab"
+    if len(fields) < needed:
+        return None, f"too few columns (found {len(fields)}, need {needed})"
+    source, target = clean_text(fields[source_column]), clean_text(fields[target_column])
+    problem = _sides_problem(source, target)
+    return (None, problem) if problem else ((source, target), None)
+
+
+def _load_columns(path, source_column, target_column, strict):
+    """Reads a TSV file in binary, keeping two columns of every good line."""
+    _require_file(path)
+    collector = _Collector(str(path), strict)
+    lines_read = 0
+    for number, raw in _raw_lines(path):
+        lines_read = number
+        text, problem = _decode(raw)
+        pair = None
+        if problem is None:
+            pair, problem = _columns_of(text, source_column, target_column)
+        if problem:
+            collector.skip(number, problem, text)
+        else:
+            collector.keep(number, *pair)
+    return collector.corpus(lines_read, os.path.basename(path))
+
+
+def load_tsv(path, source_column=0, target_column=1, strict=False):
+    """Loads pairs from two columns of a tab-separated file.
+
+    Args:
+        path: str or path-like. A UTF-8 file, one pair per line.
+        source_column: int. 0-based column of the source sentence. Defaults to `0`.
+        target_column: int. 0-based column of the target sentence. Defaults to `1`.
+        strict: bool. Raise `ValueError` on the first bad line instead of skipping it.
+            Defaults to `False`.
+
+    Returns:
+        A `Corpus`.
+
+    Example:
+
+    >>> corpus = load_tsv("pairs.tsv", source_column=2, target_column=0)  # doctest: +SKIP
+    """
+    for column_name, column in (("source_column", source_column), ("target_column", target_column)):
+        if not isinstance(column, int) or column < 0:
+            raise ValueError(
+                f"{column_name} must be a non-negative int. Received: {column_name}={column!r}"
+            )
+    if source_column == target_column:
+        raise ValueError(
+            "source_column and target_column must differ. "
+            f"Received: source_column={source_column!r}"
+        )
+    return _load_columns(os.fspath(path), source_column, target_column, strict)
+
+
+def load_anki(path, direction="to_english", strict=False):
+    """Loads an Anki/Tatoeba file: `English<TAB>Other[<TAB>attribution]` per line.
+
+    A third column (the attribution of the manythings.org files) is ignored.
+
+    Args:
+        path: str or path-like, e.g. `"spa-eng/spa.txt"`.
+        direction: str. `"to_english"` (source = the other language, target = English) or
+            `"from_english"`. Defaults to `"to_english"`.
+        strict: bool. Raise `ValueError` on the first bad line instead of skipping it.
+            Defaults to `False`.
+
+    Returns:
+        A `Corpus`.
+
+    Example:
+
+    >>> corpus = load_anki("spa-eng/spa.txt")  # doctest: +SKIP
+    >>> corpus.pairs[0]  # doctest: +SKIP
+    ('Ve.', 'Go.')
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(
+            f"direction must be one of {DIRECTIONS}. Received: direction={direction!r}"
+        )
+    source_column, target_column = (1, 0) if direction == "to_english" else (0, 1)
+    return _load_columns(os.fspath(path), source_column, target_column, strict)
+
+
+def _parallel_line(raw_source, raw_target):
+    """Returns `((source, target), None)` from two aligned raw lines, or `(text, reason)`."""
+    source, source_problem = _decode(raw_source)
+    target, target_problem = _decode(raw_target)
+    shown = f"{source}\t{target}"
+    if source_problem:
+        return shown, f"source has {source_problem}"
+    if target_problem:
+        return shown, f"target has {target_problem}"
+    source, target = clean_text(source), clean_text(target)
+    problem = _sides_problem(source, target)
+    return (shown, problem) if problem else ((source, target), None)
+
+
+def load_parallel(source_path, target_path, strict=False):
+    """Loads two line-aligned files, such as Multi30k `train.de` and `train.en`.
+
+    Args:
+        source_path: str or path-like. One source sentence per line.
+        target_path: str or path-like. The target sentence on the same line number.
+        strict: bool. Raise `ValueError` on the first bad line instead of skipping it.
+            Defaults to `False`.
+
+    Returns:
+        A `Corpus` named `"<source name> + <target name>"`.
+
+    Raises:
+        ValueError: if the files have different numbers of lines.
+
+    Example:
+
+    >>> corpus = load_parallel("multi30k/train.de", "multi30k/train.en")  # doctest: +SKIP
+    >>> len(corpus)  # doctest: +SKIP
+    29000
+    """
+    source_path, target_path = os.fspath(source_path), os.fspath(target_path)
+    _require_file(source_path)
+    _require_file(target_path)
+    counts = _count_lines(source_path), _count_lines(target_path)
+    if counts[0] != counts[1]:
+        raise ValueError(
+            f"Parallel files must have the same number of lines: {counts[0]} lines in "
+            f"{source_path} but {counts[1]} lines in {target_path}. "
+            f"Received: source_path={source_path!r}, target_path={target_path!r}"
+        )
+    collector = _Collector(f"{source_path} + {target_path}", strict)
+    lines = zip(_raw_lines(source_path), _raw_lines(target_path))
+    for (number, raw_source), (_, raw_target) in lines:
+        result, problem = _parallel_line(raw_source, raw_target)
+        if problem:
+            collector.skip(number, problem, result)
+        else:
+            collector.keep(number, *result)
+    name = f"{os.path.basename(source_path)} + {os.path.basename(target_path)}"
+    return collector.corpus(counts[0], name)
+
+
+def _decode_example_side(value):
+    """Returns `(text, problem)` for one TFDS value (bytes or str)."""
+    if isinstance(value, bytes):
+        value, problem = _decode(value)
+        if problem:
+            return value, problem
+    return clean_text(str(value)), None
+
+
+def _tfds_pairs(dataset, source_key, target_key):
+    """Yields raw `(source, target)` values from a supervised or a dict dataset."""
+    import tensorflow_datasets as tfds
+
+    if source_key is None:
+        yield from tfds.as_numpy(dataset)
+        return
+    keys = sorted(dataset.element_spec)
+    for key_name, key in (("source_key", source_key), ("target_key", target_key)):
+        if key not in dataset.element_spec:
+            raise ValueError(
+                f"{key_name} must be one of the features {keys}. Received: {key_name}={key!r}"
+            )
+    for example in tfds.as_numpy(dataset):
+        yield example[source_key], example[target_key]
+
+
+def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=None,
+              download=True, strict=False):
+    """Loads a TensorFlow Datasets translation dataset as string pairs.
+
+    Without keys the dataset's supervised keys give `(source, target)`; for example
+    `ted_hrlr_translate/pt_to_en` gives Portuguese -> English. With `source_key` and `target_key`,
+    those features are used instead (e.g. `"de"` and `"en"` of `wmt14_translate/de-en`).
+
+    The first call downloads and prepares the dataset into `data_dir`, which needs network access;
+    later calls, or calls on a `data_dir` that already holds the prepared dataset, read it offline.
+    `tensorflow_datasets` is an optional dependency (`pip install tfattn[data]`).
+
+    Args:
+        name: str. TFDS name with optional config and version, e.g. `"ted_hrlr_translate/pt_to_en"`.
+        split: str. A TFDS split, e.g. `"train"`, `"validation"`, `"test[:10%]"`.
+            Defaults to `"train"`.
+        data_dir: str or `None`. Where prepared datasets live. Defaults to `None` (TFDS default,
+            `~/tensorflow_datasets`).
+        source_key: str or `None`. Feature used as source. Defaults to `None` (supervised keys).
+        target_key: str or `None`. Feature used as target. Defaults to `None` (supervised keys).
+        download: bool. Download and prepare the dataset if it is not in `data_dir` yet.
+            Defaults to `True`.
+        strict: bool. Raise `ValueError` on an example with an empty side or invalid UTF-8
+            instead of skipping it. Defaults to `False`.
+
+    Returns:
+        A `Corpus`; its "line numbers" are 1-based example numbers in the split's read order.
+
+    Example:
+
+    >>> corpus = load_tfds("ted_hrlr_translate/pt_to_en", split="validation")  # doctest: +SKIP
+    """
+    import tensorflow_datasets as tfds
+
+    if not name:
+        raise ValueError(
+            "A TFDS spec needs a dataset name, e.g. 'tfds:ted_hrlr_translate/pt_to_en'. "
+            f"Received: name={name!r}"
+        )
+    if (source_key is None) != (target_key is None):
+        raise ValueError(
+            "Pass both source_key and target_key, or neither to use the supervised keys. "
+            f"Received: source_key={source_key!r}, target_key={target_key!r}"
+        )
+    if _tfds_dataset(name) == "tfattn_anki":  # this package's builder: register it first
+        from tfattn.data import tfds_anki  # noqa: F401
+    try:
+        dataset = tfds.load(name, split=split, data_dir=data_dir, as_supervised=source_key is None,
+                            download=download)
+    except tfds.core.DatasetNotFoundError as error:  # its message lists every TFDS dataset
+        raise ValueError(_dataset_not_found(name, str(error))) from None
+    where = f"tfds:{name}[{split}]"
+    collector = _Collector(where, strict)
+    number = 0
+    pairs = _tfds_pairs(dataset, source_key, target_key)
+    for number, (raw_source, raw_target) in enumerate(pairs, start=1):
+        source, source_problem = _decode_example_side(raw_source)
+        target, target_problem = _decode_example_side(raw_target)
+        problem = source_problem or target_problem or _sides_problem(source, target)
+        if problem:
+            collector.skip(number, problem, f"{source}\t{target}")
+        else:
+            collector.keep(number, source, target)
+    return collector.corpus(number, where)
+
+
+def _dataset_not_found(name, message):
+    """A short message for TFDS's `DatasetNotFoundError`, whose own lists every dataset it knows."""
+    lines = message.splitlines()
+    guess = next((line.strip() for line in lines if line.startswith("Did you mean")), None)
+    hint = guess or "See https://www.tensorflow.org/datasets/catalog/overview."
+    return f"TFDS has no dataset {_tfds_dataset(name)!r}. {hint} Received: name={name!r}"
+
+
+def _tfds_dataset(name):
+    """The dataset of a TFDS name: `"ted_hrlr_translate"` of `"ted_hrlr_translate/pt_to_en:1.0.0"`."""
+    return name.split("/")[0].split(":")[0]
+
+
+def find_anki_file(directory):
+    """Returns the one sentence-pair `.txt` file under `directory`, e.g. `spa-eng/spa.txt`.
+
+    Files whose name starts with `_` (the Anki zips' `_about.txt`) are ignored.
+
+    Args:
+        directory: str or path-like. An extracted Anki zip.
+
+    Returns:
+        `pathlib.Path`.
+
+    Example:
+
+    >>> find_anki_file("~/.keras/datasets/spa-eng.zip")  # doctest: +SKIP
+    PosixPath('.../spa-eng.zip/spa-eng/spa.txt')
+    """
+    root = pathlib.Path(directory)
+    found = sorted(path for path in root.rglob("*.txt") if not path.name.startswith("_"))
+    if len(found) != 1:
+        names = [str(path.relative_to(root)) for path in found]
+        raise ValueError(
+            f"Expected exactly one sentence-pair .txt file (not starting with '_') under {root}, "
+            f"found {len(found)}: {names}. Received: directory={str(directory)!r}"
+        )
+    return found[0]
+
+
+def download_anki(url=ANKI_SPA_URL, cache_dir=None):
+    """Downloads and extracts an Anki-format zip once, and returns the path of its `.txt` file.
+
+    The zip is cached by `keras.utils.get_file` under `<cache_dir>/datasets/`; a second call finds
+    it there and does not download again. `http://`, `https://` and `file://` URLs work (a local zip
+    is read through its `file://` URL: `pathlib.Path("spa-eng.zip").resolve().as_uri()`).
+
+    Args:
+        url: str. URL of a zip holding one `<lang>.txt` (an `_about.txt` may sit beside it).
+            Defaults to `ANKI_SPA_URL`, the English-Spanish file of the TensorFlow tutorial.
+        cache_dir: str or `None`. Defaults to `None` (`$KERAS_HOME` or `~/.keras`).
+
+    Returns:
+        str. Path of the extracted sentence-pair file.
+
+    Raises:
+        OSError: if the URL cannot be fetched, naming it.
+        ValueError: if the file fetched is not a zip, or holds no single sentence-pair `.txt`.
+
+    Example:
+
+    >>> path = download_anki()  # doctest: +SKIP
+    >>> load_anki(path).summary()  # doctest: +SKIP
+    'spa.txt: 118964 lines read, 0 skipped'
+    """
+    import keras
+
+    if cache_dir is not None:  # get_file silently falls back to /tmp/.keras for a missing dir.
+        os.makedirs(cache_dir, exist_ok=True)
+    try:
+        with warnings.catch_warnings():  # "Could not extract archive": the error below says so
+            warnings.filterwarnings("ignore", "Could not extract archive")
+            extracted = keras.utils.get_file(origin=url, extract=True, cache_dir=cache_dir)
+    except Exception as error:  # get_file raises a bare Exception("URL fetch failure ...")
+        cause = error.__context__  # the urllib error, if that was it
+        http = isinstance(cause, urllib.error.HTTPError)  # "HTTP Error 404: Not Found"
+        reason = cause if http else getattr(cause, "reason", error)
+        raise OSError(
+            f"Cannot download the corpus from {url}: {reason}. Received: url={url!r}"
+        ) from error
+    if not os.path.exists(extracted):  # get_file only warns when the file is not an archive
+        raise ValueError(
+            f"{url} is not a zip archive; a URL corpus must be an Anki zip holding one "
+            f"<lang>.txt. Received: url={url!r}"
+        )
+    if os.path.isfile(extracted):  # Keras before 3.6 returned the archive, extracted beside it.
+        extracted = os.path.dirname(extracted)
+    return str(find_anki_file(extracted))
+
+
+def split_of(index):
+    """Returns the fixed split of a 0-based line index: `"test"`, `"validation"` or `"train"`.
+
+    Args:
+        index: int. 0-based line index in the file.
+
+    Returns:
+        str. `"test"` if `index % 50 == 0`, `"validation"` if `index % 50 == 1`, else `"train"`.
+
+    Example:
+
+    >>> [split_of(i) for i in (0, 1, 2, 50, 51)]
+    ['test', 'validation', 'train', 'test', 'validation']
+    """
+    remainder = index % SPLIT_PERIOD
+    return "test" if remainder == 0 else "validation" if remainder == 1 else "train"
+
+
+def split_pairs(pairs):
+    """Splits pairs into train, validation and test by the fixed `split_of` rule.
+
+    A `Corpus` is split by each pair's line index in its file (`Corpus.line_index`), so a skipped
+    bad line does not move the other pairs between splits; a plain list is split by position.
+
+    Args:
+        pairs: a `Corpus`, or a list of `(source, target)` tuples.
+
+    Returns:
+        dict with keys `"train"`, `"validation"`, `"test"`, each a list of `(source, target)`.
+
+    Example:
+
+    >>> parts = split_pairs([(str(i), str(i)) for i in range(120)])
+    >>> [len(parts[name]) for name in ("train", "validation", "test")]
+    [114, 3, 3]
+    """
+    indices = pairs.line_index if isinstance(pairs, Corpus) else range(len(pairs))
+    items = pairs.pairs if isinstance(pairs, Corpus) else pairs
+    parts = {name: [] for name in SPLITS}
+    for index, pair in zip(indices, items):
+        parts[split_of(index)].append(tuple(pair))
+    return parts
+
+
+def _is_url(spec):
+    return urllib.parse.urlsplit(spec).scheme.lower() in URL_SCHEMES
+
+
+def _resolve_format(spec, format):
+    """Returns the format of a file or URL spec: the given one, or `"anki"` for .txt/.tsv/URLs."""
+    if format is not None:
+        if format not in FORMATS:
+            raise ValueError(
+                f"format must be one of {FORMATS} or None. Received: format={format!r}"
+            )
+        return format
+    if _is_url(spec) or pathlib.Path(spec).suffix.lower() in (".txt", ".tsv"):
+        return "anki"
+    raise ValueError(
+        "Cannot tell the corpus format from the name; pass format= (--format) one of "
+        f"{FORMATS}, or a 'tfds:NAME' spec. Received: spec={spec!r}"
+    )
+
+
+def _load_parallel_prefix(prefix, strict, source_lang=None, target_lang=None):
+    if not source_lang or not target_lang:
+        raise ValueError(
+            "format='parallel' (--format parallel) needs source_lang= and target_lang= "
+            "(--source-lang, --target-lang), e.g. 'de' and 'en' for PREFIX.de and PREFIX.en. "
+            f"Received: source_lang={source_lang!r}, target_lang={target_lang!r}"
+        )
+    return load_parallel(f"{prefix}.{source_lang}", f"{prefix}.{target_lang}", strict=strict)
+
+
+def load_corpus(spec, format=None, strict=False, **kw):
+    """Loads a corpus from a spec string: a TFDS name, a URL, a file, or a parallel-file prefix.
+
+    - `"tfds:NAME"` -> `load_tfds(NAME, **kw)` (kw: split, data_dir, source_key, target_key, ...).
+    - an `http(s)://` or `file://` URL -> `download_anki(url, cache_dir)`, then loaded as a file.
+    - a `.txt` or `.tsv` path -> `load_anki(path, **kw)`, or `load_tsv(path, **kw)` with
+      `format="tsv"`. Other names need an explicit `format`. A local `.zip` is refused: unpack it,
+      or pass its `file://` URL.
+    - `format="parallel"` with `spec="PREFIX"`, `source_lang="de"`, `target_lang="en"` ->
+      `load_parallel("PREFIX.de", "PREFIX.en")`.
+
+    Args:
+        spec: str or path-like.
+        format: str or `None`. One of `"anki"`, `"tsv"`, `"parallel"`. Defaults to `None`
+            (inferred as above).
+        strict: bool. Raise on the first bad line instead of skipping it. Defaults to `False`.
+        **kw: passed to the loader chosen.
+
+    Returns:
+        A `Corpus`.
+
+    Raises:
+        ValueError: for an unknown or unguessable format, a local `.zip`, or an unknown TFDS name.
+        FileNotFoundError: for a missing file, naming its path.
+        OSError: for a URL that cannot be fetched, naming it.
+
+    Example:
+
+    >>> load_corpus("multi30k-en-de/train", format="parallel",
+    ...             source_lang="de", target_lang="en")  # doctest: +SKIP
+    """
+    spec = os.fspath(spec)
+    if spec.startswith("tfds:"):
+        return load_tfds(spec[len("tfds:"):], strict=strict, **kw)
+    if format != "parallel" and not _is_url(spec) and pathlib.Path(spec).suffix.lower() == ".zip":
+        _require_file(spec)
+        raise ValueError(
+            f"{spec} is a zip archive: unpack it and pass the .txt file inside (e.g. "
+            f"spa-eng/spa.txt), or pass its file:// URL ({pathlib.Path(spec).resolve().as_uri()}) "
+            f"to have it extracted into the Keras cache. Received: spec={spec!r}"
+        )
+    format = _resolve_format(spec, format)
+    if format == "parallel":
+        return _load_parallel_prefix(spec, strict, **kw)
+    if _is_url(spec):
+        spec = download_anki(spec, cache_dir=kw.pop("cache_dir", None))
+    loader = load_anki if format == "anki" else load_tsv
+    return loader(spec, strict=strict, **kw)

@@ -1,0 +1,1 @@
+"""Decoding inside `tf.function`: greedy, sampling and beam search."""

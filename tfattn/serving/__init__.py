@@ -1,0 +1,1 @@
+"""The self-contained SavedModel: `Translator`, `export`, `load`."""
