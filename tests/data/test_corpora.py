@@ -1,5 +1,7 @@
-"""Tests for tfattn.data.corpora and the tfattn_anki TFDS builder, on tiny files written in tmp_path."""
+"""Tests for tfattn.data.anki, tfattn.data.corpora and the tfattn_anki TFDS builder, on tiny files
+written in tmp_path."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tfattn.data import corpora
+from tfattn.data import anki, corpora
 
 from conftest import SHARED_DATA as DATA  # noqa: E402
 SPA = DATA / "spa-eng" / "spa.txt"
@@ -60,6 +62,48 @@ def test_corpus_properties_and_summary():
 def test_corpus_rejects_line_index_of_wrong_length():
     with pytest.raises(ValueError, match=r"Received: len\(line_index\)=1"):
         corpora.Corpus([("a", "b"), ("c", "d")], line_index=[0])
+
+
+# --- the shared Anki module -----------------------------------------------------------------------
+
+
+def test_read_anki_gives_every_line_with_its_pair_or_problem(tmp_path):
+    path = tmp_path / "spa.txt"  # a BOM, CRLF, no tab, bad UTF-8, then a no-break space (UTF-8 C2 A0)
+    path.write_bytes(b"\xef\xbb\xbfGo.\tVe.\r\nno tab\n\xff\tbad\nHi.\tHola.\xc2\xa0\tCC-BY\n")
+    assert list(anki.read_anki(path)) == [
+        anki.Line(1, "Go.\tVe.", ("Ve.", "Go."), None),  # BOM and CRLF gone
+        anki.Line(2, "no tab", None, "no tab"),
+        anki.Line(3, "\\xff\tbad", None, "invalid UTF-8 at byte 0"),
+        anki.Line(4, "Hi.\tHola.\u00a0\tCC-BY", ("Hola.", "Hi."), None),  # cleaned; 3rd column ignored
+    ]
+    assert [line.index for line in anki.read_anki(path, "from_english")] == [0, 1, 2, 3]
+    assert next(iter(anki.read_anki(path, "from_english"))).pair == ("Go.", "Ve.")
+
+
+def test_read_anki_refuses_an_unknown_direction_at_once(tmp_path):
+    with pytest.raises(ValueError, match=r"Received: direction='sideways'"):
+        anki.read_anki(tmp_path / "missing.txt", "sideways")  # before the file is looked at
+
+
+def _imports(path):
+    """The tfattn.data modules a file imports anywhere in it (at the top or inside a function)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "tfattn.data":
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tfattn.data."):
+            names.add(node.module.split(".")[2])
+        elif isinstance(node, ast.Import):
+            names |= {a.name.split(".")[2] for a in node.names if a.name.startswith("tfattn.data.")}
+    return names
+
+
+def test_anki_module_is_shared_and_the_loaders_import_no_cycle():
+    # anki imports no other tfattn.data module; corpora (load_tfds registers the builder) and the
+    # TFDS builder both import anki, and the builder does not import corpora.
+    data = Path(anki.__file__).parent
+    graph = {name: _imports(data / f"{name}.py") for name in ("anki", "corpora", "tfds_anki")}
+    assert graph == {"anki": set(), "corpora": {"anki", "tfds_anki"}, "tfds_anki": {"anki"}}
 
 
 # --- load_anki and the fixed split ----------------------------------------------------------------
@@ -522,7 +566,8 @@ def test_tfds_builder_rejects_a_file_without_pairs(tfds_spa, tmp_path):
     path.write_text("\nno tab\n", encoding="utf-8")
     config = AnkiConfig(name="empty", language="xx", path=str(path))
     builder = tfds.builder("tfattn_anki", config=config, data_dir=str(tmp_path / "data"))
-    with pytest.raises(ValueError, match=r"No sentence pairs in .*2 lines read, 2 skipped"):
+    with pytest.raises(ValueError, match=r"No sentence pairs in .*empty\.txt: 2 lines read, 2 skipped; "
+                                         r"line 1: blank line; line 2: no tab\. Received: path="):
         builder.download_and_prepare(download_dir=str(tmp_path / "downloads"))
 
 

@@ -1,19 +1,15 @@
 """Parallel corpora as Python string pairs: Anki TSV, generic TSV, aligned files, TFDS.
 
 Every loader returns a `Corpus`: the `(source, target)` pairs, how many lines were read, and which
-lines were skipped and why. Files are read in binary and each line is decoded on its own, so one bad
-line (blank, no tab, an empty side, bytes that are not UTF-8) is skipped and counted instead of
-failing the whole file; `strict=True` turns the first bad line into a `ValueError` naming the file,
-the 1-based line number and the problem.
+lines were skipped and why. Files are read line by line as `tfattn.data.anki` reads them (each line
+decoded and cleaned on its own), so one bad line (blank, no tab, an empty side, bytes that are not
+UTF-8) is skipped and counted instead of failing the whole file; `strict=True` turns the first bad
+line into a `ValueError` naming the file, the 1-based line number and the problem.
 
-Every text is cleaned the same way: the no-break spaces U+00A0, U+2007 and U+202F become a plain
-space and surrounding whitespace is stripped. A UTF-8 byte order mark at the start of a file is
-ignored and CRLF line ends are accepted.
-
-The fixed split used by every benchmark is `split_of(i)`: with `i` the 0-based line index in the
-file, TEST is `i % 50 == 0`, VALIDATION is `i % 50 == 1`, TRAIN is the rest. The index is the line's
-position in the file, not among the kept pairs, so skipping a bad line never moves other pairs
-between splits.
+`split_pairs` splits by the fixed rule of `tfattn.data.anki.split_of`: with `i` the 0-based line
+index in the file, TEST is `i % 50 == 0`, VALIDATION is `i % 50 == 1`, TRAIN is the rest. The index
+is the line's position in the file, not among the kept pairs, so skipping a bad line never moves
+other pairs between splits.
 
 Example:
 
@@ -32,16 +28,24 @@ import urllib.error
 import urllib.parse
 import warnings
 
-ANKI_SPA_URL = "http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip"
-DIRECTIONS = ("to_english", "from_english")
+from tfattn.data.anki import (
+    ANKI_SPA_URL,
+    SPLITS,
+    clean_text,
+    decode,
+    find_anki_file,
+    read_anki,
+    read_columns,
+    read_lines,
+    require_file,
+    sides_problem,
+    split_of,
+)
+
 FORMATS = ("anki", "tsv", "parallel")
-SPLITS = ("train", "validation", "test")
-SPLIT_PERIOD = 50
 MAX_SKIPPED_KEPT = 20
 URL_SCHEMES = ("http", "https", "file")
 
-_BOM = b"\xef\xbb\xbf"
-_SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
 _SHOWN_CHARS = 200
 
 
@@ -144,98 +148,17 @@ def _shorten(value):
     return value
 
 
-def clean_text(text):
-    """Maps the no-break spaces U+00A0, U+2007, U+202F to a plain space and strips the ends.
-
-    Args:
-        text: str.
-
-    Returns:
-        str.
-
-    Example:
-
-    >>> clean_text(" ¿Qué?\\u00a0 ")
-    '¿Qué?'
-    """
-    return text.translate(_SPACES).strip()
-
-
-def _decode(raw):
-    """Returns `(text, problem)`: problem is `None`, or says where the UTF-8 is invalid."""
-    try:
-        return raw.decode("utf-8"), None
-    except UnicodeDecodeError as error:
-        text = raw.decode("utf-8", errors="backslashreplace")
-        return text, f"invalid UTF-8 at byte {error.start}"
-
-
-def _raw_lines(path):
-    """Yields `(line_number, raw_bytes)` with the BOM and the LF or CRLF end removed."""
-    with open(path, "rb") as file:
-        for number, raw in enumerate(file, start=1):
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
-            if raw.endswith(b"\n"):
-                raw = raw[:-1]
-            if raw.endswith(b"\r"):
-                raw = raw[:-1]
-            yield number, raw
-
-
-def _count_lines(path):
-    return sum(1 for _ in _raw_lines(path))
-
-
-def _require_file(path):
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"No such corpus file: {os.path.abspath(path)}. Received: path={str(path)!r}"
-        )
-
-
-def _sides_problem(source, target):
-    """Returns why a pair of cleaned sides is unusable, or `None`."""
-    if not source and not target:
-        return "blank line"
-    if not source:
-        return "empty source"
-    if not target:
-        return "empty target"
-    return None
-
-
-def _columns_of(text, source_column, target_column):
-    """Returns `((source, target), None)` from one TSV line, or `(None, reason)`."""
-    if not clean_text(text):
-        return None, "blank line"
-    fields = text.split("\t")
-    needed = max(source_column, target_column) + 1
-    if len(fields) == 1:
-        return None, "no tab"
-    if len(fields) < needed:
-        return None, f"too few columns (found {len(fields)}, need {needed})"
-    source, target = clean_text(fields[source_column]), clean_text(fields[target_column])
-    problem = _sides_problem(source, target)
-    return (None, problem) if problem else ((source, target), None)
-
-
-def _load_columns(path, source_column, target_column, strict):
-    """Reads a TSV file in binary, keeping two columns of every good line."""
-    _require_file(path)
-    collector = _Collector(str(path), strict)
+def _collect(lines, where, name, strict):
+    """A `Corpus` of the `anki.Line`s of one file: good lines kept, bad ones skipped (or raised)."""
+    collector = _Collector(where, strict)
     lines_read = 0
-    for number, raw in _raw_lines(path):
-        lines_read = number
-        text, problem = _decode(raw)
-        pair = None
-        if problem is None:
-            pair, problem = _columns_of(text, source_column, target_column)
-        if problem:
-            collector.skip(number, problem, text)
+    for line in lines:
+        lines_read = line.number
+        if line.problem:
+            collector.skip(line.number, line.problem, line.text)
         else:
-            collector.keep(number, *pair)
-    return collector.corpus(lines_read, os.path.basename(path))
+            collector.keep(line.number, *line.pair)
+    return collector.corpus(lines_read, name)
 
 
 def load_tsv(path, source_column=0, target_column=1, strict=False):
@@ -265,7 +188,9 @@ def load_tsv(path, source_column=0, target_column=1, strict=False):
             "source_column and target_column must differ. "
             f"Received: source_column={source_column!r}"
         )
-    return _load_columns(os.fspath(path), source_column, target_column, strict)
+    path = os.fspath(path)
+    lines = read_columns(path, source_column, target_column)
+    return _collect(lines, path, os.path.basename(path), strict)
 
 
 def load_anki(path, direction="to_english", strict=False):
@@ -289,26 +214,26 @@ def load_anki(path, direction="to_english", strict=False):
     >>> corpus.pairs[0]  # doctest: +SKIP
     ('Ve.', 'Go.')
     """
-    if direction not in DIRECTIONS:
-        raise ValueError(
-            f"direction must be one of {DIRECTIONS}. Received: direction={direction!r}"
-        )
-    source_column, target_column = (1, 0) if direction == "to_english" else (0, 1)
-    return _load_columns(os.fspath(path), source_column, target_column, strict)
+    path = os.fspath(path)
+    return _collect(read_anki(path, direction), path, os.path.basename(path), strict)
 
 
-def _parallel_line(raw_source, raw_target):
-    """Returns `((source, target), None)` from two aligned raw lines, or `(text, reason)`."""
-    source, source_problem = _decode(raw_source)
-    target, target_problem = _decode(raw_target)
+def _parallel_line(source_line, target_line):
+    """Returns `((source, target), None)` from two aligned `read_lines` items, or `(text, reason)`."""
+    (_, source, source_problem), (_, target, target_problem) = source_line, target_line
     shown = f"{source}\t{target}"
     if source_problem:
         return shown, f"source has {source_problem}"
     if target_problem:
         return shown, f"target has {target_problem}"
     source, target = clean_text(source), clean_text(target)
-    problem = _sides_problem(source, target)
+    problem = sides_problem(source, target)
     return (shown, problem) if problem else ((source, target), None)
+
+
+def _count_lines(path):
+    with open(path, "rb") as file:
+        return sum(1 for _ in file)
 
 
 def load_parallel(source_path, target_path, strict=False):
@@ -333,8 +258,8 @@ def load_parallel(source_path, target_path, strict=False):
     29000
     """
     source_path, target_path = os.fspath(source_path), os.fspath(target_path)
-    _require_file(source_path)
-    _require_file(target_path)
+    require_file(source_path)
+    require_file(target_path)
     counts = _count_lines(source_path), _count_lines(target_path)
     if counts[0] != counts[1]:
         raise ValueError(
@@ -343,9 +268,9 @@ def load_parallel(source_path, target_path, strict=False):
             f"Received: source_path={source_path!r}, target_path={target_path!r}"
         )
     collector = _Collector(f"{source_path} + {target_path}", strict)
-    lines = zip(_raw_lines(source_path), _raw_lines(target_path))
-    for (number, raw_source), (_, raw_target) in lines:
-        result, problem = _parallel_line(raw_source, raw_target)
+    lines = zip(read_lines(source_path), read_lines(target_path))
+    for number, (source_line, target_line) in enumerate(lines, start=1):
+        result, problem = _parallel_line(source_line, target_line)
         if problem:
             collector.skip(number, problem, result)
         else:
@@ -357,7 +282,7 @@ def load_parallel(source_path, target_path, strict=False):
 def _decode_example_side(value):
     """Returns `(text, problem)` for one TFDS value (bytes or str)."""
     if isinstance(value, bytes):
-        value, problem = _decode(value)
+        value, problem = decode(value)
         if problem:
             return value, problem
     return clean_text(str(value)), None
@@ -438,7 +363,7 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
     for number, (raw_source, raw_target) in enumerate(pairs, start=1):
         source, source_problem = _decode_example_side(raw_source)
         target, target_problem = _decode_example_side(raw_target)
-        problem = source_problem or target_problem or _sides_problem(source, target)
+        problem = source_problem or target_problem or sides_problem(source, target)
         if problem:
             collector.skip(number, problem, f"{source}\t{target}")
         else:
@@ -457,33 +382,6 @@ def _dataset_not_found(name, message):
 def _tfds_dataset(name):
     """The dataset of a TFDS name: `"ted_hrlr_translate"` of `"ted_hrlr_translate/pt_to_en:1.0.0"`."""
     return name.split("/")[0].split(":")[0]
-
-
-def find_anki_file(directory):
-    """Returns the one sentence-pair `.txt` file under `directory`, e.g. `spa-eng/spa.txt`.
-
-    Files whose name starts with `_` (the Anki zips' `_about.txt`) are ignored.
-
-    Args:
-        directory: str or path-like. An extracted Anki zip.
-
-    Returns:
-        `pathlib.Path`.
-
-    Example:
-
-    >>> find_anki_file("~/.keras/datasets/spa-eng.zip")  # doctest: +SKIP
-    PosixPath('.../spa-eng.zip/spa-eng/spa.txt')
-    """
-    root = pathlib.Path(directory)
-    found = sorted(path for path in root.rglob("*.txt") if not path.name.startswith("_"))
-    if len(found) != 1:
-        names = [str(path.relative_to(root)) for path in found]
-        raise ValueError(
-            f"Expected exactly one sentence-pair .txt file (not starting with '_') under {root}, "
-            f"found {len(found)}: {names}. Received: directory={str(directory)!r}"
-        )
-    return found[0]
 
 
 def download_anki(url=ANKI_SPA_URL, cache_dir=None):
@@ -534,24 +432,6 @@ def download_anki(url=ANKI_SPA_URL, cache_dir=None):
     if os.path.isfile(extracted):  # Keras before 3.6 returned the archive, extracted beside it.
         extracted = os.path.dirname(extracted)
     return str(find_anki_file(extracted))
-
-
-def split_of(index):
-    """Returns the fixed split of a 0-based line index: `"test"`, `"validation"` or `"train"`.
-
-    Args:
-        index: int. 0-based line index in the file.
-
-    Returns:
-        str. `"test"` if `index % 50 == 0`, `"validation"` if `index % 50 == 1`, else `"train"`.
-
-    Example:
-
-    >>> [split_of(i) for i in (0, 1, 2, 50, 51)]
-    ['test', 'validation', 'train', 'test', 'validation']
-    """
-    remainder = index % SPLIT_PERIOD
-    return "test" if remainder == 0 else "validation" if remainder == 1 else "train"
 
 
 def split_pairs(pairs):
@@ -645,7 +525,7 @@ def load_corpus(spec, format=None, strict=False, **kw):
     if spec.startswith("tfds:"):
         return load_tfds(spec[len("tfds:"):], strict=strict, **kw)
     if format != "parallel" and not _is_url(spec) and pathlib.Path(spec).suffix.lower() == ".zip":
-        _require_file(spec)
+        require_file(spec)
         raise ValueError(
             f"{spec} is a zip archive: unpack it and pass the .txt file inside (e.g. "
             f"spa-eng/spa.txt), or pass its file:// URL ({pathlib.Path(spec).resolve().as_uri()}) "

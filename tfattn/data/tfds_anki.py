@@ -5,9 +5,10 @@ Importing this module registers the builder, so afterwards `tfds.builder("tfattn
 (`pip install tfattn[data]`), which is why `tfattn` itself never imports this module.
 
 Examples are `{"source": Text, "target": Text}` with `supervised_keys=("source", "target")`; by
-default the source is the other language and the target English. The splits follow the fixed rule
-of `tfattn.data.corpora.split_of`: with `i` the 0-based line index in the file, TEST is `i % 50 == 0`,
-VALIDATION is `i % 50 == 1`, TRAIN is the rest. Bad lines are skipped as in `corpora.load_anki`.
+default the source is the other language and the target English. The file is read and split by
+`tfattn.data.anki`, as `tfattn.data.corpora.load_anki` reads it: bad lines are skipped, and the
+splits follow the fixed rule of `anki.split_of`: with `i` the 0-based line index in the file, TEST is
+`i % 50 == 0`, VALIDATION is `i % 50 == 1`, TRAIN is the rest.
 
 Where the file comes from, first match wins:
 
@@ -35,7 +36,7 @@ import os
 import tensorflow_datasets as tfds
 from etils import epath
 
-from tfattn.data import corpora
+from tfattn.data import anki
 
 _CITATION = """\
 @misc{tatoeba,
@@ -56,7 +57,7 @@ class AnkiConfig(tfds.core.BuilderConfig):
         url: str or `None`. Zip to download when no local file is found. Defaults to `None`.
         path: str or `None`. A local Anki file, used instead of manual_dir or url.
             Defaults to `None`.
-        direction: str. `"to_english"` or `"from_english"`, as in `corpora.load_anki`.
+        direction: str. `"to_english"` or `"from_english"`, as in `anki.read_anki`.
             Defaults to `"to_english"`.
 
     Example:
@@ -80,7 +81,7 @@ class TfattnAnki(tfds.core.GeneratorBasedBuilder):
         AnkiConfig(
             name="spa",
             language="spa",
-            url=corpora.ANKI_SPA_URL,
+            url=anki.ANKI_SPA_URL,
             description="Spanish -> English, the TensorFlow NMT tutorial's file (118,964 pairs).",
         ),
     ]
@@ -138,25 +139,28 @@ class TfattnAnki(tfds.core.GeneratorBasedBuilder):
                 f"Received: url={config.url!r}"
             )
         extracted = dl_manager.download_and_extract(config.url)
-        return os.fspath(corpora.find_anki_file(os.fspath(extracted)))
+        return os.fspath(anki.find_anki_file(os.fspath(extracted)))
 
     def _split_generators(self, dl_manager):
         """Returns one generator per non-empty split (TFDS rejects empty splits)."""
         path = self._source_file(dl_manager)
-        corpus = corpora.load_anki(path, direction=self.builder_config.direction)
-        if not corpus.pairs:
+        lines = list(anki.read_anki(path, direction=self.builder_config.direction))
+        pairs = {line.index: line.pair for line in lines if line.pair}  # line index -> pair
+        if not pairs:  # every line was skipped; the first reasons say why
+            reasons = "".join(f"; line {line.number}: {line.problem}" for line in lines[:3])
             raise ValueError(
-                f"No sentence pairs in {path}: {corpus.summary()}. Received: path={path!r}"
+                f"No sentence pairs in {path}: {len(lines)} lines read, {len(lines)} skipped"
+                f"{reasons}. Received: path={path!r}"
             )
-        present = {corpora.split_of(index) for index in corpus.line_index}
+        present = {anki.split_of(index) for index in pairs}
         return {
-            split: self._generate_examples(corpus, split)
-            for split in corpora.SPLITS
+            split: self._generate_examples(pairs, split)
+            for split in anki.SPLITS
             if split in present
         }
 
-    def _generate_examples(self, corpus, split):
+    def _generate_examples(self, pairs, split):
         """Yields `(line_index, {"source", "target"})` for the pairs of one split."""
-        for index, (source, target) in zip(corpus.line_index, corpus.pairs):
-            if corpora.split_of(index) == split:
+        for index, (source, target) in pairs.items():
+            if anki.split_of(index) == split:
                 yield index, {"source": source, "target": target}
