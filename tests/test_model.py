@@ -1,7 +1,8 @@
 """Tests for tfattn.model, and the config round trip of every public layer and model of the package.
 
-`test_config_round_trip` is the one parametrized test that DESIGN.md asks for: it covers the attention
-layers, the encoder, the decoder and `Seq2Seq`, since `model` is where they all meet.
+Every public layer and model must come back equal from `from_config(get_config())`, and one
+parametrized test, `test_config_round_trip`, checks them all: the attention layers, the encoder, the
+decoder and `Seq2Seq`, since `model` is where they all meet.
 """
 
 import inspect

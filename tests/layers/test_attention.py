@@ -1,7 +1,8 @@
 """Tests for tfattn.layers.attention: every score against NumPy, masking, errors and `.keras` saving.
 
-Sizes are tiny and named after the axes of DESIGN.md: batch 2, t_in 4, query size dq 3, key size dk 2
-(so that `key=` and `value=` really differ), value size dv 5, hidden size units 4.
+Sizes are tiny and named after the axes that the package's docstrings and shape comments use: batch 2,
+t_in 4, query size dq 3, key size dk 2 (so that `key=` and `value=` really differ), value size dv 5,
+hidden size units 4.
 """
 
 import math
