@@ -5,20 +5,23 @@ import pytest
 import tensorflow as tf
 
 from tfattn.decoding.search import DecodeConfig, greedy, length_limits, make_greedy_fn
-from tfattn.data.text import END_ID, START_ID
+from tfattn.data.text import END_ID, PAD_ID, START_ID
 
 
 def source_ids(translator, texts):
     return translator.source_tokenizer(tf.constant(texts))
 
 
-def reference_greedy(model, source, steps):
-    """Step-by-step argmax in plain Python, one sentence at a time, for comparison."""
+def reference_greedy(model, source, limit):
+    """Step-by-step argmax in plain Python for one sentence, for comparison: padding and [START] are
+    never chosen, [END] ends the sentence, and the `limit`-th token is [END] whatever the scores."""
     memory, state = model.encode(source)
     token, out = tf.constant([START_ID]), []
-    for _ in range(steps):
+    for step in range(limit):
         logits, _, state = model.decoder.step(token, state, memory)
-        token = tf.argmax(logits, -1, output_type=tf.int32)
+        scores = logits[0].numpy()
+        scores[[PAD_ID, START_ID]] = -np.inf
+        token = tf.constant([END_ID if step == limit - 1 else int(np.argmax(scores))])
         out.append(int(token[0]))
         if out[-1] == END_ID:
             break
@@ -26,13 +29,17 @@ def reference_greedy(model, source, steps):
 
 
 def test_greedy_matches_a_python_reference(dates_translator, dates_data):
-    test = dates_data[1][:8]
-    for source, _ in test:
+    config = DecodeConfig(max_length=14)
+    for source, _ in dates_data[1][:8]:
         ids = source_ids(dates_translator, [source])
-        got = greedy(dates_translator.model, ids, DecodeConfig(max_length=14))
-        length = int(got["length"][0])
-        expected = reference_greedy(dates_translator.model, ids, 14)
-        assert got["ids"][0, :length].numpy().tolist() == expected[:length]
+        got = greedy(dates_translator.model, ids, config)
+        limit = int(length_limits(ids, config)[0])
+        expected = reference_greedy(dates_translator.model, ids, limit)
+        # The whole output: the same length (greedy stops neither early nor late), the same tokens,
+        # and only padding after them.
+        assert int(got["length"][0]) == len(expected)
+        row = got["ids"][0].numpy().tolist()
+        assert row == expected + [PAD_ID] * (len(row) - len(expected))
 
 
 def test_outputs_shapes_padding_and_attention_rows(dates_translator, dates_data):
