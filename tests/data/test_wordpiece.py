@@ -284,9 +284,11 @@ def test_config_round_trip_gives_identical_ids(learned):
 
 def test_write_vocabulary_one_token_per_line_in_id_order(spanish, tmp_path):
     path = spanish.write_vocabulary(tmp_path / "vocab.txt")
-    lines = path.read_bytes().decode("utf-8").split("\n")
+    raw = path.read_bytes()
+    lines = raw.decode("utf-8").split("\n")
     assert lines == ["[PAD]"] + spanish.vocabulary[1:] + [""]  # line i holds id i, then a final newline
-    assert "esta" + ACUTE in lines or any(ACUTE in line for line in lines)  # UTF-8 text
+    # UTF-8 text: the accent pieces ACUTE and ##ACUTE are U+0301's two bytes CC 81, not an escape.
+    assert b"\n\xcc\x81\n" in raw and b"\n##\xcc\x81\n" in raw
     table = tf.lookup.StaticHashTable(
         tf.lookup.TextFileInitializer(str(path), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
                                       tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
