@@ -82,33 +82,83 @@ def events(run, kind):
 TRAIN_FLAGS = ["--units", "32", "--embedding-dim", "16", "--batch-size", "8", "--no-bucket", "--tokenizer",
                "char", "--max-length", "40", "--learning-rate", "0.003", "--checkpoint-every", "10", "--quiet"]
 
+# `tfattn` in a child that stops itself (SIGSTOP) after a given training step: a run saves its
+# latest state through `tf.train.CheckpointManager.save(checkpoint_number=step)`, called after every
+# step, so the child stops right after that call for the step given. A signal the test sends to the
+# stopped child then lands at that step, however loaded the machine is. SIGKILL ends it there; a
+# SIGINT sent before SIGCONT is pending when the child goes on, and the child waits for its
+# KeyboardInterrupt before doing anything else.
+STOPPING_CHILD = """
+import os, signal, sys, time
+import tensorflow as tf
+from tfattn import cli
+
+stop_step, save, stopped = int(sys.argv.pop(1)), tf.train.CheckpointManager.save, []
+
+def save_then_stop(manager, *args, **kwargs):
+    path = save(manager, *args, **kwargs)
+    if kwargs.get("checkpoint_number") == stop_step and not stopped:
+        stopped.append(stop_step)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        for _ in range(6000):  # continued: the test's signal arrives here (at most 60 s)
+            time.sleep(0.01)
+        sys.exit(f"continued after step {stop_step} without a signal")
+    return path
+
+tf.train.CheckpointManager.save = save_then_stop
+sys.exit(cli.main())
+"""
+
+
+def tfattn_stopping_after(step, *args):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen([sys.executable, "-c", STOPPING_CHILD, str(step), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_until_stopped(proc, timeout=900):
+    """Returns once the child has stopped itself; fails with its stderr if it exits instead. The
+    timeout only guards against a hang: the child waits for the test, never the other way round."""
+    deadline = time.monotonic() + timeout
+    while True:
+        # WNOWAIT leaves the child's state to be collected again by `proc.wait()` later.
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+        if info is not None:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the child did not stop within {timeout} s: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+    if info.si_code != os.CLD_STOPPED:
+        pytest.fail(f"the child ended before its step: {proc.communicate()[1][-2000:]}")
+
 
 def test_sigkill_mid_epoch_then_resume(tmp_path):
     write_anki(tmp_path / "d.txt", 3000)  # 2,880 training pairs: 360 batches of 8 per epoch
     run = str(tmp_path / "run")
     flags = ["train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1", *TRAIN_FLAGS,
              "--learning-rate", "0.01"]
-    proc = tfattn(*flags)
-    deadline = time.time() + 300
-    while len(events(run, "checkpoint")) < 6 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
+    proc = tfattn_stopping_after(55, *flags)  # killed at step 55, four steps after the checkpoint at 51
+    wait_until_stopped(proc)
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
     before = events(run, "checkpoint")
+    assert [r["step"] for r in before] == [1, 11, 21, 31, 41, 51]  # every 10 steps, the first one too
     last = before[-1]
-    assert last["epoch"] == 1 and 0 < last["position"] < 360  # killed mid-epoch
+    assert (last["epoch"], last["position"]) == (1, 51)  # mid-epoch: 51 of the epoch's 360 batches done
     # The files are intact: the latest checkpoint is the last one logged, and it reads back.
     latest = tf.train.latest_checkpoint(os.path.join(run, "checkpoints"))
-    assert latest.endswith(f"ckpt-{last['step']}")
-    reader = tf.train.load_checkpoint(latest)
-    assert reader.get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == last["position"]
+    assert latest.endswith("ckpt-51")
+    assert tf.train.load_checkpoint(latest).get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == 51
 
     resumed = tfattn("train", "--out", run, "--resume", "--quiet")  # the run's own corpus and settings
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
-    assert f"resumed from step {last['step']} (epoch 1, batch {last['position']})" in err
+    assert "resumed from step 51 (epoch 1, batch 51)" in err  # steps 52 to 55 are done again
     after = events(run, "checkpoint")[len(before):]
-    assert after[0]["step"] == last["step"] + 10 - last["step"] % 10 or after[0]["step"] > last["step"]
+    # The resumed run's checkpoint manager is new: it saves its first step, 52, then every 10 steps.
+    assert [r["step"] for r in after[:3]] == [52, 62, 72]
     print("losses before the kill:", [r["loss"] for r in before], "after:", [r["loss"] for r in after])
     assert after[0]["loss"] < 0.7 * before[0]["loss"]  # goes on from a trained model, not from scratch
     summary = json.loads(out.strip().splitlines()[-1])
@@ -193,24 +243,24 @@ def test_a_corpus_without_validation_pairs_writes_no_run(tmp_path):
 
 
 def test_ctrl_c_saves_the_latest_state(tmp_path):
-    write_anki(tmp_path / "d.txt", 3000)  # 360 steps an epoch; 5 epochs leave the signal time to land
+    write_anki(tmp_path / "d.txt", 3000)  # 360 steps an epoch
     run = str(tmp_path / "run")
     flags = [*TRAIN_FLAGS[:-3], "--checkpoint-every", "25", "--quiet"]
-    proc = tfattn("train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "5", *flags)
-    deadline = time.time() + 300
-    while len(events(run, "checkpoint")) < 2 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.02)  # steps 1 and 26 saved: training is under way, far from its 1,800 steps
+    # Ctrl-C at step 30, between the checkpoints of steps 26 and 51: only the interrupt saves step 30.
+    proc = tfattn_stopping_after(30, "train", "--corpus", str(tmp_path / "d.txt"), "--out", run,
+                                 "--epochs", "1", *flags)
+    wait_until_stopped(proc)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    proc.send_signal(signal.SIGCONT)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
     logged = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"), encoding="utf-8")]
-    interrupted = [r for r in logged if r["event"] == "interrupted"]
-    assert len(interrupted) == 1 and not [r for r in logged if r["event"] == "end"], (logged[-3:], err)
-    [saved] = interrupted
-    assert 26 <= saved["step"] < 1800 and "Continue with: tfattn train --resume --out" in err
+    assert [(r["event"], r["step"]) for r in logged] == [("checkpoint", 1), ("checkpoint", 26), ("interrupted", 30)]
+    assert (logged[-1]["epoch"], logged[-1]["position"]) == (1, 30)
+    assert "interrupted at step 30; saved. Continue with: tfattn train --resume --out" in err
     latest = tf.train.latest_checkpoint(os.path.join(run, "checkpoints"))
-    assert latest.endswith(f"ckpt-{saved['step']}")
-    assert tf.train.load_checkpoint(latest).get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == saved["position"]
+    assert latest.endswith("ckpt-30")
+    assert tf.train.load_checkpoint(latest).get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == 30
 
 
 def test_refuses_to_overwrite_a_run(small_run, tmp_path):
