@@ -136,7 +136,7 @@ def _stdin_lines():
 def _export(args):
     from tfattn.training.runs import export_run
 
-    print(export_run(args.model, args.out, checkpoint=args.checkpoint, matmul_dtype=args.matmul_dtype))
+    print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel))
 
 
 def _plot(args):
@@ -210,10 +210,10 @@ def run_config(args):
     model = ModelConfig(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
                         input_feeding=args.input_feeding, embedding_dim=args.embedding_dim, units=args.units,
                         rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
-                        max_source_length=args.max_length, projection_dtype=args.projection_dtype)
+                        max_source_length=args.max_length)
     epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
-                        epochs=epochs, time_budget=args.time_budget, seed=args.seed)
+                        epochs=epochs, time_budget=args.time_budget, seed=args.seed, accel=args.accel)
     data = DataConfig(batch_size=args.batch_size, bucket=not args.no_bucket, seed=args.seed)
     decode = DecodeConfig(max_length=args.max_length)
     return RunConfig(corpus=_corpus_config(args), source_tokenizer=tokenizer,
@@ -266,9 +266,9 @@ def _add_train_parser(sub):
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1, help="encoder layers (default: 1)")
     m.add_argument("--dropout", type=float, default=0.0, help="default: 0.0")
-    m.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
-                   help="dtype of the output layers' matrix products in training; bfloat16 is faster on "
-                        "CPUs with AMX, no faster elsewhere (default: float32)")
+    m.add_argument("--no-accel", dest="accel", action="store_false",
+                   help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "
+                        "instead of the fast tier (tfattn.accel); the same losses within rounding, slower")
     t = p.add_argument_group("tokens and batches")
     t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default="word", help="default: word")
     t.add_argument("--vocab-size", type=at_least(MIN_VOCAB_SIZE, " (4 ids are reserved)"), default=8000,
@@ -417,10 +417,9 @@ def build_parser():
     ex.add_argument("--model", required=True, help="run directory")
     ex.add_argument("--out", required=True, help="export directory to write")
     ex.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="default: best")
-    ex.add_argument("--matmul-dtype", choices=("float32", "bfloat16"), default="float32",
-                    help="dtype of the decoder's matrix products: bfloat16 decodes batches faster on CPUs "
-                         "with AMX or AVX512-BF16 (no faster elsewhere) and changes a few translations; "
-                         "default: float32")
+    ex.add_argument("--no-accel", dest="accel", action="store_false",
+                    help="export the reference tier's decoding (the layers' own calls) instead of the fast "
+                         "tier's (tfattn.accel); the same translations within rounding, slower")
     ex.set_defaults(func=_export)
 
     pl = sub.add_parser("plot", help="draw training curves or BLEU by sentence length",

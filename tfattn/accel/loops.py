@@ -36,7 +36,6 @@ After the loop, with S, C the stacked s_{i-1}, c_i:
 """
 
 import tensorflow as tf
-from tensorflow.python.ops import gen_math_ops
 
 from tfattn.layers.attention import large_negative
 
@@ -112,7 +111,7 @@ def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent
                 if "dalpha" in upstream:
                     dalpha = dalpha + upstream["dalpha"].read(i)
                 de = alpha * (dalpha - tf.reduce_sum(alpha * dalpha, axis=-1, keepdims=True))  # (B, T)
-                dhid = gen_math_ops.tanh_grad(hid, de[:, :, None] * v)  # (B, T, a)
+                dhid = tf.raw_ops.TanhGrad(y=hid, dy=de[:, :, None] * v)  # (B, T, a)
                 d_v = d_v + tf.matmul(tf.reshape(de, [1, -1]), tf.reshape(hid, [-1, att_units]))[0]
                 dq = tf.reduce_sum(dhid, axis=1)  # (B, a)
                 ds_prev = ds_prev + tf.matmul(dq, w1, transpose_b=True)  # the query's share
@@ -273,9 +272,9 @@ def _gru_backward(ds, step, recurrent_kernel):
     `(B, 3u)`, and the state's share of the gradient reaching the previous state `(B, u)`.
     """
     s, z, r, n, gh_n = (step[k] for k in _GRU_SAVED)
-    dn = gen_math_ops.tanh_grad(n, ds * (1.0 - z))
-    dz = gen_math_ops.sigmoid_grad(z, ds * (s - n))
-    dr = gen_math_ops.sigmoid_grad(r, dn * gh_n)
+    dn = tf.raw_ops.TanhGrad(y=n, dy=ds * (1.0 - z))
+    dz = tf.raw_ops.SigmoidGrad(y=z, dy=ds * (s - n))
+    dr = tf.raw_ops.SigmoidGrad(y=r, dy=dn * gh_n)
     dgh = tf.concat([dz, dr, dn * r], axis=-1)
     ds_prev = z * ds + tf.matmul(dgh, recurrent_kernel, transpose_b=True)
     return tf.concat([dz, dr, dn], axis=-1), dgh, ds_prev
@@ -284,7 +283,7 @@ def _gru_backward(ds, step, recurrent_kernel):
 _GRU_SAVED = ("s", "z", "r", "n", "gh_n")
 
 
-def output_layers(x, keep, weights, hidden, matmul_dtype=None):
+def output_layers(x, keep, weights, hidden):
     """The decoder's output layers over all target steps in training, with the backward pass ordered.
 
         out    = tanh(x Wh + bh) if hidden else x          # the Bahdanau tanh layer; Luong: x is h~
@@ -293,54 +292,41 @@ def output_layers(x, keep, weights, hidden, matmul_dtype=None):
     The values are those of the layers; so are the gradients. The order is the point: the
     gradient of `x` leads to the decoder's backward loop, a serial chain of small ops, and the
     weights' gradients lead nowhere but the optimizer. Autodiff leaves the order to the executor,
-    which on a 2-core CPU started the vocabulary projection's weight gradients (two products on
-    `(64 * t_out, 5,000)`, 6 ms of work) first, and the loop waited for them. Here they wait for
-    `dx`, then run beside the loop, on the core it leaves idle: in interleaved runs of 60 steps, a
-    training step took 0.99x the time (Bahdanau, units 256) and 0.98x (Luong without feeding).
+    which may start the vocabulary projection's large weight-gradient products first and keep the
+    loop waiting. Here they wait for `dx`, then run beside the loop, on a core it leaves idle.
 
     Args:
         x: `(batch, t_out, n)`. keep: `(batch, t_out, units)`, or a scalar 1.
         weights: dict with `logits_kernel (units, vocab)`, `logits_bias (vocab,)` and, if `hidden`,
             `hidden_kernel (n, units)`, `hidden_bias (units,)`.
         hidden: bool, whether the `tanh` layer is part of it.
-        matmul_dtype: optional dtype of the six matrix products, forward and backward (`"bfloat16"`:
-            their inputs are rounded to it, they accumulate in float32, and their results are cast
-            back); biases, `tanh`, the mask and the bias gradients stay in `x`'s dtype. On a CPU with
-            AMX, bfloat16 takes these products on `(64 * 10, 256) x (256, 5,000)` from 17-19 ms to
-            6.5-7 ms, and a Bahdanau training step (units 256) to 0.88x the time (interleaved runs).
-            Defaults to `x`'s dtype.
 
     Returns:
         logits `(batch, t_out, vocab)`.
     """
     names = ("logits_kernel", "logits_bias") + (("hidden_kernel", "hidden_bias") if hidden else ())
-    return _output_layers(hidden, tf.as_dtype(matmul_dtype or x.dtype), x, keep, *(weights[k] for k in names))
+    return _output_layers(hidden, x, keep, *(weights[k] for k in names))
 
 
-def _output_layers(hidden, matmul_dtype, x, keep, logits_kernel, logits_bias, *hidden_weights):
-    def matmul(a, b, **kwargs):  # in matmul_dtype, the result in a's dtype
-        if a.dtype == matmul_dtype:
-            return tf.matmul(a, b, **kwargs)
-        return tf.cast(tf.matmul(tf.cast(a, matmul_dtype), tf.cast(b, matmul_dtype), **kwargs), a.dtype)
-
+def _output_layers(hidden, x, keep, logits_kernel, logits_bias, *hidden_weights):
     @tf.custom_gradient
     def layers(x, keep, logits_kernel, logits_bias, *hidden_weights):
         rows = lambda t: tf.reshape(t, [-1, tf.shape(t)[-1]]) if t.shape.rank else t  # noqa: E731  (N, ...)
         x_rows, keep_rows = rows(x), rows(keep)
-        out = tf.tanh(tf.nn.bias_add(matmul(x_rows, hidden_weights[0]), hidden_weights[1])) if hidden else x_rows
+        out = tf.tanh(tf.nn.bias_add(tf.matmul(x_rows, hidden_weights[0]), hidden_weights[1])) if hidden else x_rows
         kept = out * keep_rows  # (N, units)
-        logits = tf.nn.bias_add(matmul(kept, logits_kernel), logits_bias)  # (N, vocab)
+        logits = tf.nn.bias_add(tf.matmul(kept, logits_kernel), logits_bias)  # (N, vocab)
 
         def backward(d_logits):
             d_logits = tf.reshape(d_logits, tf.shape(logits))  # (N, vocab)
-            d = matmul(d_logits, logits_kernel, transpose_b=True) * keep_rows  # d out (N, units)
+            d = tf.matmul(d_logits, logits_kernel, transpose_b=True) * keep_rows  # d out (N, units)
             if hidden:
-                d_pre = gen_math_ops.tanh_grad(out, d)
-                d = matmul(d_pre, hidden_weights[0], transpose_b=True)  # (N, n)
+                d_pre = tf.raw_ops.TanhGrad(y=out, dy=d)
+                d = tf.matmul(d_pre, hidden_weights[0], transpose_b=True)  # (N, n)
             with tf.control_dependencies([d]):  # the weights' gradients after dx
-                grads = [matmul(kept, d_logits, transpose_a=True), tf.reduce_sum(d_logits, axis=0)]
+                grads = [tf.matmul(kept, d_logits, transpose_a=True), tf.reduce_sum(d_logits, axis=0)]
                 if hidden:
-                    grads += [matmul(x_rows, d_pre, transpose_a=True), tf.reduce_sum(d_pre, axis=0)]
+                    grads += [tf.matmul(x_rows, d_pre, transpose_a=True), tf.reduce_sum(d_pre, axis=0)]
             return [tf.reshape(d, tf.shape(x)), None] + grads
 
         return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], tf.shape(logits_kernel)[1:]], axis=0)), backward

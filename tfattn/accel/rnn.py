@@ -37,7 +37,7 @@ def prefer_keras_layers():
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def cell_weights(cell, dtype, split_at=None, matmul_dtype=None):
+def cell_weights(cell, dtype, split_at=None):
     """The weights of a built Keras `GRUCell` or `LSTMCell`, cast to `dtype`, read once.
 
     Args:
@@ -45,16 +45,13 @@ def cell_weights(cell, dtype, split_at=None, matmul_dtype=None):
         dtype: the compute dtype.
         split_at: optional int. Splits the kernel's rows into `kernel` (`[:split_at]`) and
             `kernel_rest` (`[split_at:]`), for inputs made of two parts.
-        matmul_dtype: optional dtype for the kernels (the biases stay in `dtype`); `matmul` then
-            computes the products in it. Defaults to `dtype`.
 
     Returns:
         A dict: `kernel`, `kernel_rest` (or None), `input_bias`, `recurrent_kernel`,
         `recurrent_bias`. An LSTM cell has one bias: it is the `recurrent_bias`, added with the
         recurrent product inside the step (where `affine` fuses the two), and `input_bias` is None.
     """
-    matmul_dtype = matmul_dtype or dtype
-    kernel = ops.cast(cell.kernel, matmul_dtype)  # (input, gates * units)
+    kernel = ops.cast(cell.kernel, dtype)  # (input, gates * units)
     bias = ops.cast(cell.bias, dtype)
     if cell.bias.shape[0] == 2:  # GRU, reset_after: (2, 3 units), input bias then recurrent bias
         input_bias, recurrent_bias = bias[0], bias[1]
@@ -64,19 +61,11 @@ def cell_weights(cell, dtype, split_at=None, matmul_dtype=None):
     if split_at is not None:
         kernel, rest = kernel[:split_at], kernel[split_at:]
     return {"kernel": kernel, "kernel_rest": rest, "input_bias": input_bias,
-            "recurrent_kernel": ops.cast(cell.recurrent_kernel, matmul_dtype), "recurrent_bias": recurrent_bias}
-
-
-def matmul(x, w):
-    """`x @ w`, computed in `w`'s dtype and returned in `x`'s: bfloat16 weights (see
-    `Decoder.decoding_weights`) make the product run in bfloat16, and nothing else."""
-    if x.dtype == w.dtype:
-        return ops.matmul(x, w)
-    return tf.cast(tf.matmul(tf.cast(x, w.dtype), w), x.dtype)
+            "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype), "recurrent_bias": recurrent_bias}
 
 
 def affine(x, w, b=None):
-    """`x (..., d) @ w (d, n) + b (n,)` (no bias when None), as `matmul` computes the product.
+    """`x (..., d) @ w (d, n) + b (n,)` (no bias when None).
 
     Written as a 2-D product and `bias_add`, which TensorFlow fuses into one kernel (`_FusedMatMul`,
     oneDNN's on x86). For one row on a 2-core CPU with TensorFlow's default threads, that kernel
@@ -89,7 +78,7 @@ def affine(x, w, b=None):
     if x.shape.rank is not None and x.shape.rank != 2:
         y = affine(tf.reshape(x, [-1, x.shape[-1]]), w, b)  # (N, n)
         return tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(y)[-1:]], axis=0))
-    y = matmul(x, w)
+    y = tf.matmul(x, w)  # (N, n)
     return y if b is None else tf.nn.bias_add(y, b)
 
 

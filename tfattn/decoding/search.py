@@ -33,6 +33,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfattn.accel import branch
+from tfattn.accel import seq2seq as fast
+from tfattn.model import Seq2Seq
 from tfattn.data.text import END_ID, PAD_ID, START_ID
 
 
@@ -69,20 +71,22 @@ def length_limits(source, config):
     return tf.minimum(limit, config.max_length)
 
 
-def greedy(model, source, config=None):
+def greedy(model, source, config=None, accel=True):
     """Greedy decoding of a batch of source ids.
 
     Args:
         model: a `Seq2Seq` model.
         source: int32 `(batch, t_in)`, right-padded with 0, with `[START]`/`[END]` markers.
         config: `DecodeConfig`; defaults to `DecodeConfig()`.
+        accel: bool. Encode and step by the fast tier (`tfattn.accel`); the outputs are the same
+            within float32 rounding. Defaults to `True`.
 
     Returns:
         A dict: `ids` int32 `(batch, t_out)` without `[START]`, `[END]` included, 0 after it;
         `attention` float32 `(batch, t_out, t_in)`, zero rows after `[END]`; `length` int32
         `(batch,)`, the number of output tokens, `[END]` included.
     """
-    return _one_or_many(model, source, config or DecodeConfig(), _argmax)
+    return _one_or_many(_tier(model, accel), source, config or DecodeConfig(), _argmax)
 
 
 _GREEDY_OUTPUTS = {"ids": 1, "attention": 1, "length": None}  # name: output-time axis
@@ -252,6 +256,11 @@ def _stepper(model):
     return stepper() if stepper is not None else model.decoder.step
 
 
+def _tier(model, accel):
+    """`model`, or with `accel` a `Seq2Seq` model's fast tier (`tfattn.accel.seq2seq.Stepping`)."""
+    return fast.Stepping(model) if accel and isinstance(model, Seq2Seq) else model
+
+
 def _stack(ids_ta, attn_ta, batch, t_in):
     """TensorArrays of steps -> batch-major tensors; an empty loop gives `(batch, 0)` shapes."""
     ids = _stack_steps(ids_ta, [1, 0], [batch, 0])  # (batch, t_out)
@@ -281,7 +290,7 @@ def make_greedy_fn(model, config=None):
 # -- sampling -------------------------------------------------------------------------------------
 
 
-def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None):
+def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=True):
     """Random decoding, for teaching: every token is drawn from the model's distribution.
 
     The logits are divided by `temperature` and, when `top_k > 0`, cut to the `top_k` most likely
@@ -320,7 +329,7 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None):
         return tf.random.stateless_categorical(logits, 1, seed_pair, dtype=tf.int32)[:, 0]  # (batch,)
 
     # Not sliced: a row's draw depends on the other rows of its batch.
-    return _one_or_many(model, source, dataclasses.replace(config or DecodeConfig(), slices=1), choose)
+    return _one_or_many(_tier(model, accel), source, dataclasses.replace(config or DecodeConfig(), slices=1), choose)
 
 
 def _checked_temperature(temperature):
@@ -379,7 +388,7 @@ class _BeamParams(typing.NamedTuple):
 
 
 def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalty=0.0, n_best=None,
-                config=None):
+                config=None, accel=True):
     """Beam search of a batch of source ids, with the length and coverage penalties of GNMT.
 
     Sentence `b` keeps `beam` hypotheses in rows `b * beam` to `b * beam + beam - 1` of a
@@ -428,7 +437,7 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
     Reference: Wu et al. 2016, "Google's Neural Machine Translation System", arXiv 1609.08144,
     section 7, eq. 14.
     """
-    config = config or DecodeConfig()
+    config, model = config or DecodeConfig(), _tier(model, accel)
     search = lambda rows: _beam_search(  # noqa: E731
         model, rows, beam_width, length_penalty, coverage_penalty, n_best, config)
     return _in_slices(search, source, config, _BEAM_OUTPUTS)

@@ -3,9 +3,9 @@
 Every layer here shares one masked softmax and one weighted sum (`ScoredAttention`); a subclass only
 says how to turn a query and the keys into scores:
 
-    scores  = score(query, keys)                       # (batch, t_q, t_in)
-    weights = softmax(scores) with masked slots = 0     # (batch, t_q, t_in)
-    context = weights @ value                          # (batch, t_q, dv)
+    scores  = score(query, keys)                        # (batch, t_q, t_in)
+    weights = softmax(scores), masked positions = 0     # (batch, t_q, t_in)
+    context = weights @ value                           # (batch, t_q, dv)
 
 Keys are projected once per source sentence by `prepare_keys` and then reused for every decoder step:
 a decoder calls `prepare_keys(value)` before its loop and passes the result as `prepared_keys=`.
@@ -20,17 +20,6 @@ SCORES = ("dot", "general", "concat", "location")
 def large_negative(dtype):
     """A large negative number that fits `dtype` (float16 max is 65504, so -1e9 would overflow)."""
     return -3e4 if keras.backend.standardize_dtype(dtype) in ("float16", "bfloat16") else -1e9
-
-
-def project(x, w):
-    """`x (batch, t, d) @ w (d, u) -> (batch, t, u)` as one 2-D matmul: an einsum would be a batched
-    matmul with `w` broadcast (at a decoder step on a 2-core CPU, 36 against 32 us for 256 x 256),
-    a tensordot 12 graph nodes."""
-    if x.shape[1] == 1:  # a decoder step: no reshapes
-        return ops.expand_dims(ops.matmul(x[:, 0, :], w), 1)
-    batch, t = ops.shape(x)[0], ops.shape(x)[1]
-    y = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), w)  # (batch * t, u)
-    return ops.reshape(y, (batch, t, w.shape[-1]))
 
 
 @keras.saving.register_keras_serializable(package="tfattn")
@@ -77,18 +66,11 @@ class ScoredAttention(keras.layers.Layer):
         if mask is not None:
             mask = ops.expand_dims(ops.cast(mask, "bool"), 1)  # (batch, 1, t_in)
             scores = ops.where(mask, scores, ops.cast(large_negative(scores.dtype), scores.dtype))
-        # Written out: on a CPU, a fused softmax over a few dozen scores costs 3x these small ops. The
-        # shift only keeps exp() finite (no gradient needed); `initial` also serves an empty batch.
-        shift = ops.max(scores, axis=-1, keepdims=True, initial=large_negative(scores.dtype))
-        exp = ops.exp(scores - ops.stop_gradient(shift))
-        weights = exp / ops.sum(exp, axis=-1, keepdims=True)  # (batch, t_q, t_in)
+        weights = ops.softmax(scores, axis=-1)  # (batch, t_q, t_in)
         if mask is not None:
             weights = ops.where(mask, weights, ops.zeros_like(weights))
         # 4. Context: the weighted sum of the values.
-        if query.shape[1] == 1:  # a decoder step: a multiply-sum beats a tiny batched matmul on a CPU
-            context = ops.sum(ops.expand_dims(weights, -1) * ops.expand_dims(value, 1), axis=2)  # (batch, 1, dv)
-        else:
-            context = ops.matmul(weights, value)  # (batch, t_q, dv)
+        context = ops.matmul(weights, ops.cast(value, weights.dtype))  # (batch, t_q, dv)
         return context, weights
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None, mask_shape=None):
@@ -153,26 +135,20 @@ class BahdanauAttention(ScoredAttention):
             self.b = self.add_weight(name="b", shape=(self.units,), initializer="zeros")
 
     def prepare_keys(self, key):
-        return project(key, ops.cast(self.key_dense.kernel, key.dtype))  # (batch, t_in, units): W2 k
+        keys = self.key_dense(key)  # (batch, t_in, units): W2 k
+        return keys + ops.cast(self.b, keys.dtype) if self.normalize else keys
 
-    def score_weights(self, dtype):
-        """`(w1, v, b)` in `dtype`, as the score uses them: `v` weight-normalized if it is, `b` None
-        unless normalized. For loops that compute the score themselves (`tfattn.accel.loops`)."""
-        v = ops.cast(self.v, dtype)  # (units,)
+    def scoring_vector(self):
+        """`v`, or `g v / ||v||` when weight-normalized: the vector that reads out each score."""
         if not self.normalize:
-            return ops.cast(self.query_dense.kernel, dtype), v, None
-        v = ops.cast(self.g, dtype) * v / ops.sqrt(ops.sum(ops.square(v)))
-        return ops.cast(self.query_dense.kernel, dtype), v, ops.cast(self.b, dtype)
+            return self.v
+        return self.g * self.v / ops.sqrt(ops.sum(ops.square(self.v)))  # (units,)
 
     def _scores(self, query, keys):
-        # A 2-D matmul and a multiply-sum, not the Dense layer and tensordot: the same arithmetic in a
-        # few graph nodes instead of about 45, which a decoding loop runs at every step.
-        w1, v, b = self.score_weights(query.dtype)
-        q = project(query, w1)  # (batch, t_q, units)
-        hidden = ops.expand_dims(q, 2) + ops.expand_dims(keys, 1)  # (batch, t_q, t_in, units)
-        if b is not None:
-            hidden = hidden + b
-        return ops.sum(ops.tanh(hidden) * v, axis=-1)  # (batch, t_q, t_in)
+        q = self.query_dense(query)  # (batch, t_q, units): W1 q
+        hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(keys, 1))  # (batch, t_q, t_in, units)
+        v = ops.cast(self.scoring_vector(), hidden.dtype)
+        return ops.einsum("bqku,u->bqk", hidden, v)  # (batch, t_q, t_in)
 
     def get_config(self):
         return {**super().get_config(), "units": self.units, "normalize": self.normalize}
@@ -251,22 +227,20 @@ class LuongAttention(ScoredAttention):
 
     def prepare_keys(self, key):
         if self.score == "general":
-            return project(key, ops.cast(self.w, key.dtype))  # (batch, t_in, dq)
+            return ops.einsum("bkd,de->bke", key, ops.cast(self.w, key.dtype))  # (batch, t_in, dq): W k
         if self.score == "concat":
-            return project(key, ops.cast(self.w_key, key.dtype))  # (batch, t_in, units)
+            return ops.einsum("bkd,du->bku", key, ops.cast(self.w_key, key.dtype))  # (batch, t_in, units)
         return key
 
     def _scores(self, query, keys):
-        if self.score in ("dot", "general") and query.shape[1] == 1:  # a decoder step: a multiply-sum
-            scores = ops.expand_dims(ops.sum(query * keys, axis=-1), 1)  # (batch, 1, t_in)
-        elif self.score in ("dot", "general"):
+        if self.score in ("dot", "general"):
             scores = ops.einsum("bqd,bkd->bqk", query, keys)  # (batch, t_q, t_in)
         elif self.score == "concat":
-            q = project(query, ops.cast(self.w_query, query.dtype))  # (batch, t_q, units)
+            q = ops.einsum("bqd,du->bqu", query, ops.cast(self.w_query, query.dtype))  # (batch, t_q, units)
             hidden = ops.tanh(ops.expand_dims(q, 2) + ops.expand_dims(keys, 1))  # (batch, t_q, t_in, units)
-            scores = ops.sum(hidden * ops.cast(self.v, hidden.dtype), axis=-1)  # (batch, t_q, t_in)
+            scores = ops.einsum("bqku,u->bqk", hidden, ops.cast(self.v, hidden.dtype))  # (batch, t_q, t_in)
         else:
-            scores = project(query, ops.cast(self.w, query.dtype))  # (batch, t_q, max_length)
+            scores = ops.einsum("bqd,dl->bql", query, ops.cast(self.w, query.dtype))  # (batch, t_q, max_length)
         if self.scale:
             scores = scores * ops.cast(self.gain, scores.dtype)
         if self.score == "location":

@@ -3,8 +3,6 @@
 import keras
 from keras import ops
 
-from tfattn.accel import rnn
-
 RNNS = ("gru", "lstm")
 
 
@@ -29,8 +27,7 @@ class Encoder(keras.layers.Layer):
     sentence gets the same annotations alone or in a batch of longer sentences. With
     `bidirectional=True` each direction has `units // 2` cells and their outputs and final states
     are concatenated, so `outputs` always have `units` features and the final state fits a decoder
-    of `units` cells. On a CPU the layers run as `rnn.run_masked` (both directions in one loop); on
-    a GPU as the Keras layers (cuDNN); the weights are the Keras layers' either way.
+    of `units` cells. The recurrent layers are Keras's `GRU` / `LSTM` (cuDNN on a GPU).
 
     Args:
         vocab_size: int. Size of the source vocabulary (id 0 is padding).
@@ -44,8 +41,7 @@ class Encoder(keras.layers.Layer):
 
     Call arguments:
         source: int tensor `(batch, t_in)`, right-padded with 0.
-        training: bool. Whether dropout is active, and whether a GRU runs in `tfattn.accel.loops`
-            (backward pass written out).
+        training: bool. Whether dropout is active.
 
     Returns:
         `(outputs, state, mask)`: outputs `(batch, t_in, units)`; state a dict `{"h": (batch, units)}`
@@ -99,30 +95,15 @@ class Encoder(keras.layers.Layer):
         # 1. Embed; padding (id 0) is masked for the recurrent layers.
         mask = ops.not_equal(source, 0)  # (batch, t_in)
         x = self.dropout_layer(self.embedding(source), training=training)  # (batch, t_in, embedding_dim)
-        # 2. Recurrent layers; the state of the last one initializes the decoder. On a GPU the Keras
-        #    layers run (cuDNN); elsewhere `rnn.run_masked` runs both directions in one loop.
-        keras_layers = rnn.prefer_keras_layers()
+        # 2. Recurrent layers; the final state of the last one initializes the decoder.
         for i, layer in enumerate(self.rnn_layers):
             if i:
                 x = self.dropout_layer(x, training=training)
-            if keras_layers:
-                x, *states = layer(x, mask=mask, training=training)  # (batch, t_in, units)
-                state = self._merge_states(states)
-            else:
-                x, state = self._run(layer, x, mask, training)
-        return x, state, mask
+            x, *states = layer(x, mask=mask, training=training)  # (batch, t_in, units), final states
+        return x, self.merge_states(states), mask
 
-    def _run(self, layer, x, mask, training):
-        """One recurrent layer; each direction's input projection is one matmul over all steps."""
-        cells = [layer.forward_layer.cell, layer.backward_layer.cell] if self.bidirectional else [layer.cell]
-        weights = [rnn.cell_weights(cell, self.compute_dtype) for cell in cells]
-        # (Concatenating the two kernels for a single matmul costs more than the second matmul.)
-        directions = [(rnn.project_inputs(w, x), w, reverse) for w, reverse in zip(weights, (False, True))]
-        outputs, states = rnn.run_masked(self.rnn, directions, mask, training)
-        flat = [state[k] for state in states for k in ("h", "c") if k in state]  # as a Keras layer returns them
-        return ops.concatenate(outputs, axis=-1), self._merge_states(flat)  # (batch, t_in, units), (batch, units)
-
-    def _merge_states(self, states):
+    def merge_states(self, states):
+        """The final states as a Keras layer returns them (forward, then backward) -> a state dict."""
         if not self.bidirectional:
             return state_dict(self.rnn, states)
         half = len(states) // 2  # forward states first, then backward ones

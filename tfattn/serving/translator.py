@@ -36,6 +36,8 @@ import tempfile
 
 import tensorflow as tf
 
+from tfattn.accel import decoder as fast_decoder
+from tfattn.accel import seq2seq as fast
 from tfattn.decoding.search import DecodeConfig, beam_search, greedy
 from tfattn.model import ensure_built
 from tfattn.data.text import Tokenizer
@@ -46,12 +48,6 @@ BEAM_WIDTH = tf.TensorSpec([], tf.int32, name="beam_width")
 LENGTH_PENALTY = tf.TensorSpec([], tf.float32, name="length_penalty")
 OUTPUTS = ("text", "tokens", "input_tokens", "attention", "length")
 BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score")
-MATMUL_DTYPES = (None, "float32", "bfloat16")
-# The export's vocabulary projection, in column blocks (`Decoder.decoding_weights`). Per step of one
-# sentence on a 2-core CPU (a 256 x 5,000 kernel, 100-step loops): one product 108 us with one
-# thread per op and 122-128 us with TensorFlow's default threads; two blocks 66-70 and 137-140 us;
-# four blocks 73 and 173-206 us. Two are the best, or close to it, with either setting.
-LOGITS_BLOCKS = 2
 
 
 class Translator(tf.Module):
@@ -63,23 +59,13 @@ class Translator(tf.Module):
         decode_config: `DecodeConfig` for output length limits; defaults to `DecodeConfig()` with
             the target tokenizer's `max_length`.
         config: optional JSON-serializable dict saved with the export (`tfattn_config.json`).
-        matmul_dtype: `None` (or `"float32"`) or `"bfloat16"`: the dtype of the decoder step's
-            matrix products (see `Decoder.decoding_weights`). On CPUs with AMX or AVX512-BF16,
-            bfloat16 makes beam search faster (on spa-eng at batch 64, beam 4 1.15-1.25x; greedy
-            from 0.95x to 1.15x over runs), not one sentence at a time, and changes 2-3% of the
-            translations (BLEU unchanged there; the README has the figures). Elsewhere it gains
-            nothing: on an AVX2 CPU TensorFlow's bfloat16 matmul takes as long as float32's and
-            truncates its results toward zero. Defaults to `None`: float32 throughout.
-        stored_weights: bool. Keep a copy of everything the decoder's step reads, made faster
-            ahead (see `Decoder.decoding_weights`): what the previous token adds to a step in
-            tables, the vocabulary projection in two column blocks, and, with bfloat16, the
-            kernels in bfloat16. The translator then holds only these and the variables of the
-            encoder and the attention layer (what the decoder's embedding and output layers hold
-            is in the tables and blocks). On spa-eng (5,000 words a side, units 256) the export
-            grows from 28 to 37 MB; single-sentence latency falls by about 15% and batch
-            throughput rises by about 10%, with the same outputs. It is a snapshot, so `export`
-            sets this and a translator of a model that goes on training must not. Defaults to
-            `False`: the step reads the model's variables.
+        accel: bool. Decode by the fast tier (`tfattn.accel`); the translations are the same within
+            float32 rounding. Defaults to `True`.
+        stored_weights: bool. With `accel`, keep a copy of what the decoder's step reads, made ahead
+            (`tfattn.accel.decoder.decoding_weights` with token tables: what the previous token adds
+            to a step is looked up, not computed). The translator then holds these and the
+            variables of the encoder and the attention layer. It is a snapshot, so `export` sets
+            this and a translator of a model that goes on training must not. Defaults to `False`.
 
     Example:
 
@@ -91,7 +77,7 @@ class Translator(tf.Module):
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, decode_config=None, config=None,
-                 matmul_dtype=None, stored_weights=False):
+                 accel=True, stored_weights=False):
         super().__init__(name="translator")
         # The model's tf.Variables are tracked themselves, not the Keras objects around them, so that
         # the SavedModel also restores in session-based loaders (TF Serving, `saved_model_cli run`).
@@ -100,14 +86,13 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.decode_config = decode_config or DecodeConfig(max_length=target_tokenizer.max_length)
         self.config = dict(config or {})
-        if matmul_dtype not in MATMUL_DTYPES:
-            raise ValueError(f"matmul_dtype must be one of {MATMUL_DTYPES}. Received: matmul_dtype={matmul_dtype!r}")
-        self.matmul_dtype = None if matmul_dtype == "float32" else matmul_dtype
+        self.accel = accel
         self.decoding_weights = {}
         variables = model.variables
-        if stored_weights:
-            weights = model.decoder.decoding_weights(self.matmul_dtype, logits_blocks=LOGITS_BLOCKS, token_tables=True)
-            self.decoding_weights = _as_variables(weights)
+        if accel and stored_weights:
+            weights = fast_decoder.decoding_weights(model.decoder, token_tables=True)
+            self.decoding_weights = {k: tf.Variable(v, trainable=False, name=k) for k, v in weights.items()
+                                     if v is not None}
             object.__setattr__(self, "absent_weights", tuple(k for k, v in weights.items() if v is None))
             variables = model.encoder.variables + model.decoder.attention.variables  # what else is read
         self.model_variables = [v.value for v in variables]
@@ -127,26 +112,17 @@ class Translator(tf.Module):
         empty = {name: tf.zeros([0] * EMPTY_RANKS[name], EMPTY_DTYPES[name]) for name in names}
         return tf.cond(tf.size(text) > 0, lambda: fn(text), lambda: empty)
 
-    def _decoding_model(self, whole_projection=False):
-        """The model, stepping with the stored decoding weights or in `matmul_dtype` if asked.
-
-        `whole_projection`: with stored weights, also give the step the vocabulary projection's
-        kernel in one piece, put together once per call, which it then uses for more than
-        `FEW_ROWS` rows (see `Decoder.decoding_weights`): beam search's `batch * beam` rows."""
-        decoder = self.model.decoder
+    def _decoding_model(self):
+        """The model as the decoding loops take it: the fast tier (with the stored weights, if any)
+        or, without `accel`, the model itself."""
         if self.decoding_weights:
-            stored = {k: [b.value() for b in v] if k == "logits_blocks" else v.value()
-                      for k, v in self.decoding_weights.items()}
-            if whole_projection:
-                stored["logits_kernel"] = tf.concat(stored["logits_blocks"], axis=1)  # (units, vocab)
-            return _Stepping(self.model, lambda: {**dict.fromkeys(self.absent_weights), **stored})
-        if self.matmul_dtype:
-            return _Stepping(self.model, lambda: decoder.decoding_weights(self.matmul_dtype))
-        return self.model
+            stored = {k: v.value() for k, v in self.decoding_weights.items()}
+            return fast.Stepping(self.model, lambda: {**dict.fromkeys(self.absent_weights), **stored})
+        return fast.Stepping(self.model) if self.accel else self.model
 
     def _greedy(self, text):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
-        out = greedy(self._decoding_model(), source, self.decode_config)
+        out = greedy(self._decoding_model(), source, self.decode_config, accel=False)  # the tier is chosen above
         return {
             "text": self.target_tokenizer.detokenize(out["ids"]),
             "tokens": self.target_tokenizer.ids_to_tokens(out["ids"]),  # (batch, t_out), "" padding
@@ -157,8 +133,8 @@ class Translator(tf.Module):
 
     def _beam(self, text, beam_width, length_penalty):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)
-        out = beam_search(self._decoding_model(whole_projection=True), source, beam_width, length_penalty,
-                          config=self.decode_config)
+        out = beam_search(self._decoding_model(), source, beam_width, length_penalty, config=self.decode_config,
+                          accel=False)  # the tier is chosen by `_decoding_model`
         ids = out["ids"]  # (batch, n, t_out)
         shape = tf.shape(ids)
         nbest = tf.reshape(self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), shape[:2])  # (batch, n)
@@ -185,27 +161,6 @@ class Translator(tf.Module):
         return {k: v.numpy() for k, v in out.items()}
 
 
-class _Stepping:
-    """A model whose decoding loops step with the decoding weights `weights()` returns."""
-
-    def __init__(self, model, weights):
-        self.model, self.weights, self.decoder = model, weights, self
-
-    def encode(self, source):
-        return self.model.encode(source)
-
-    def stepper(self):
-        return self.model.decoder.stepper(self.weights())
-
-
-def _as_variables(weights):
-    """`Decoder.decoding_weights` as non-trainable variables (a list for `logits_blocks`), without
-    the entries that are None."""
-    variable = lambda value, name: tf.Variable(value, trainable=False, name=name)  # noqa: E731
-    return {k: [variable(b, f"logits_block_{i}") for i, b in enumerate(v)] if k == "logits_blocks"
-            else variable(v, k) for k, v in weights.items() if v is not None}
-
-
 EMPTY_RANKS = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
                "nbest_text": 2, "nbest_score": 2}
 EMPTY_DTYPES = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
@@ -228,8 +183,8 @@ def export(translator, path):
     with tempfile.TemporaryDirectory() as tmp:
         serving = Translator(translator.model, _from_file(translator.source_tokenizer, tmp, "source_vocab.txt"),
                              _from_file(translator.target_tokenizer, tmp, "target_vocab.txt"),
-                             translator.decode_config, translator.config, translator.matmul_dtype,
-                             stored_weights=True)
+                             translator.decode_config, translator.config, translator.accel,
+                             stored_weights=translator.accel)
         serving.config_file = tf.saved_model.Asset(config_path)
         greedy_fn = serving.translate.get_concrete_function()
         signatures = {"translate": greedy_fn, "serving_default": greedy_fn,
@@ -253,7 +208,7 @@ def export_config(translator):
         "source_tokenizer": {**settings(src), "vocab_size": src.vocab_size, "vocabulary": "source_vocab.txt"},
         "target_tokenizer": {**settings(tgt), "vocab_size": tgt.vocab_size, "vocabulary": "target_vocab.txt"},
         "decode": vars(translator.decode_config),
-        "matmul_dtype": translator.matmul_dtype or "float32",
+        "accel": translator.accel,
         "signatures": {"translate": {"inputs": ["text"], "outputs": list(OUTPUTS)},
                        "translate_beam": {"inputs": ["text", "beam_width", "length_penalty"],
                                           "outputs": list(BEAM_OUTPUTS)}},

@@ -96,7 +96,8 @@ class RunConfig:
 
 # Fields that earlier versions wrote into config.json and that no longer exist, so that their runs
 # still resume and their exports still load: {section: {field, ...}}.
-_RETIRED = {"data": {"bucket_width"}}  # length bins, replaced by sorted pools (`pool_batches`)
+_RETIRED = {"data": {"bucket_width"},  # length bins, replaced by sorted pools (`pool_batches`)
+            "model": {"projection_dtype"}}  # bfloat16 output layers in training, removed
 
 
 def _without_retired(section, value):
@@ -249,7 +250,7 @@ def _train(run, config, trainer, datasets, tokenizers, resume, echo):
         """The latest state, named by step: every `checkpoint_every` steps (`check_interval`), or now."""
         if latest.save(checkpoint_number=trainer.step, check_interval=check_interval):
             run.log(event=event, step=trainer.step, epoch=int(trainer.epoch), position=int(trainer.position),
-                    **record)
+                    **{k: float(v) for k, v in record.items()})  # a step's loss is read only when saved
 
     def on_step(trainer, logs):
         save_latest("checkpoint", check_interval=True, loss=logs["step_loss"])
@@ -304,11 +305,10 @@ def _finish(run, config, trainer, tokenizers, best, history):
     return summary
 
 
-def export_run(run_dir, out, checkpoint="best", matmul_dtype=None):
+def export_run(run_dir, out, checkpoint="best", accel=True):
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
-    `matmul_dtype="bfloat16"` exports a decoder whose matrix products run in bfloat16 (see
-    `Translator`)."""
+    `accel=False` exports the reference tier's decoding (see `Translator`)."""
     run = Run(run_dir)
     if not run.exists():
         raise FileNotFoundError(f"Not a run directory (no config.json). Received: model={run_dir!r}")
@@ -319,7 +319,7 @@ def export_run(run_dir, out, checkpoint="best", matmul_dtype=None):
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
     restore_weights(model, path)
-    translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), matmul_dtype=matmul_dtype)
+    translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), accel=accel)
     return export(translator, out)
 
 

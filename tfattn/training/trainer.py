@@ -1,12 +1,5 @@
-"""Teacher-forced training: one `@tf.function` step, and the loop around it.
-
-    target = [START] y1 y2 y3 [END] 0 0
-    decoder input  = target[:, :-1]   ([START] y1 y2 y3 [END] 0)
-    decoder labels = target[:, 1:]    (y1 y2 y3 [END] 0 0)         0 = padding, left out of the loss
-
-The step has an `input_signature` with unknown batch size and lengths, so batches of any sentence
-length reuse one graph (no retracing).
-"""
+"""The training loop around the step of `tfattn.training.step`: epochs, a time budget, validation,
+progress, and what a checkpoint must hold to resume at the batch where a run stopped."""
 
 import dataclasses
 import math
@@ -14,17 +7,10 @@ import sys
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from tfattn.model import ensure_built, masked_accuracy, masked_loss
-from tfattn.accel.optimizer import FusedAdam
-
-BATCH_SIGNATURE = (
-    tf.TensorSpec([None, None], tf.int32, name="source"),  # (batch, t_in)
-    tf.TensorSpec([None, None], tf.int32, name="target"),  # (batch, t_out + 1)
-)
-
+from tfattn.model import ensure_built
+from tfattn.training.step import make_eval_step, make_optimizer, make_train_step  # noqa: F401 (public here too)
 
 @dataclasses.dataclass
 class TrainConfig:
@@ -39,6 +25,10 @@ class TrainConfig:
         time_budget: seconds of training after which the loop stops (None: no limit).
         steps_per_epoch: batches per epoch (None: the whole dataset).
         seed: random seed for weights and dropout.
+        accel: run the fast tier (`tfattn.accel`): written-out loops and gradients, fused Adam. With
+            `False`, the reference tier (the layers' own calls, autodiff, Keras's Adam).
+        log_every: steps between reads of loss and accuracy back from the device for the progress
+            line (the sums are kept on the device; each read waits for the steps before it).
     """
 
     learning_rate: float = 1e-3
@@ -48,26 +38,14 @@ class TrainConfig:
     time_budget: float | None = None
     steps_per_epoch: int | None = None
     seed: int = 0
+    accel: bool = True
+    log_every: int = 20
 
     def __post_init__(self):
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0. Received: learning_rate={self.learning_rate!r}")
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs must be an int >= 1. Received: epochs={self.epochs!r}")
-
-
-def make_optimizer(config):
-    rate = config.learning_rate
-    if config.decay_steps:
-        rate = keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=0.01)
-    return FusedAdam(learning_rate=rate)
-
-
-def build(model, optimizer=None):
-    """Creates the model's (and optimizer's) variables with a dummy batch, outside any tf.function."""
-    ensure_built(model)
-    if optimizer is not None and not optimizer.built:
-        optimizer.build(model.trainable_variables)
 
 
 def weights_checkpoint(model):
@@ -85,55 +63,6 @@ def restore_weights(model, path):
     status = weights_checkpoint(model).restore(path)
     status.expect_partial().assert_existing_objects_matched()  # every weight found (optimizer ignored)
     return model
-
-
-def make_train_step(model, optimizer, clip_norm=5.0):
-    """Returns `train_step(source, target) -> {"loss", "accuracy", "tokens", "grad_norm"}`.
-
-    Args:
-        model: a `Seq2Seq` model.
-        optimizer: a Keras optimizer.
-        clip_norm: float. Gradients are clipped to this global norm.
-
-    The returned function is a `tf.function` traced once for all batch sizes and lengths.
-    """
-    build(model, optimizer)
-    variables = model.trainable_variables
-
-    @tf.function(input_signature=BATCH_SIGNATURE)
-    def train_step(source, target):
-        target_in, target_out = target[:, :-1], target[:, 1:]  # (batch, t_out) each
-        with tf.GradientTape() as tape:
-            logits, _ = model((source, target_in), training=True)  # (batch, t_out, vocab)
-            loss = masked_loss(target_out, logits)
-        grads = tape.gradient(loss, variables)
-        grads, grad_norm = tf.clip_by_global_norm(grads, clip_norm)
-        optimizer.apply_gradients(zip(grads, variables))
-        return {
-            "loss": loss,
-            "accuracy": masked_accuracy(target_out, logits),
-            "tokens": tf.math.count_nonzero(target_out, dtype=tf.int32),
-            "grad_norm": grad_norm,
-        }
-
-    return train_step
-
-
-def make_eval_step(model):
-    """Returns `eval_step(source, target) -> {"loss", "accuracy", "tokens"}` (teacher-forced, no update)."""
-    build(model)
-
-    @tf.function(input_signature=BATCH_SIGNATURE)
-    def eval_step(source, target):
-        target_in, target_out = target[:, :-1], target[:, 1:]
-        logits, _ = model((source, target_in), training=False)
-        return {
-            "loss": masked_loss(target_out, logits),
-            "accuracy": masked_accuracy(target_out, logits),
-            "tokens": tf.math.count_nonzero(target_out, dtype=tf.int32),
-        }
-
-    return eval_step
 
 
 def evaluate_loss(eval_step, dataset):
@@ -196,9 +125,9 @@ class Trainer:
         self.model = model
         self.config = config or TrainConfig()
         keras.utils.set_random_seed(self.config.seed)
-        self.optimizer = make_optimizer(self.config)
-        self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm)
-        self.eval_step = make_eval_step(model)
+        self.optimizer = make_optimizer(self.config, self.config.accel)
+        self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm, self.config.accel)
+        self.eval_step = make_eval_step(model, self.config.accel)
         self.epoch = tf.Variable(1, dtype=tf.int64, trainable=False, name="epoch")
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="position")
         self.progress = Progress(quiet)
@@ -255,26 +184,39 @@ class Trainer:
         return self.history
 
     def _run_epoch(self, dataset, start, on_step):
-        """Trains from `position` to the end of the epoch; returns `(logs, tokens_per_s, finished)`."""
-        sums, tokens, slots, t0, epoch = np.zeros(2), 0, 0, time.perf_counter(), int(self.epoch)
+        """Trains from `position` to the end of the epoch; returns `(logs, tokens_per_s, finished)`.
+
+        Loss and accuracy are summed on the device, weighted by target tokens, and read back every
+        `config.log_every` steps (for the progress line) and at the end of the epoch.
+        """
+        t0, epoch, finished, slots = time.perf_counter(), int(self.epoch), True, 0
+        sums = tf.zeros([3])  # loss * tokens, accuracy * tokens, tokens
         end = self.config.steps_per_epoch
         data = dataset.take(end) if end else dataset
-        logs, finished = {"loss": float("nan"), "accuracy": float("nan")}, True
-        for source, target in data.skip(int(self.position)):
+        for i, (source, target) in enumerate(data.skip(int(self.position)), 1):
             out = self.train_step(source, target)
             self.position.assign_add(1)
-            n = int(out["tokens"])
-            sums += np.array([float(out["loss"]), float(out["accuracy"])]) * n
-            tokens, slots = tokens + n, slots + target.shape[0] * (target.shape[1] - 1)  # labels, padded
-            logs = dict(zip(("loss", "accuracy"), (sums / max(tokens, 1)).tolist()))
-            self.progress.update(epoch, int(self.position), logs, tokens / (time.perf_counter() - t0))
+            tokens = tf.cast(out["tokens"], tf.float32)
+            sums += tf.stack([out["loss"] * tokens, out["accuracy"] * tokens, tokens])
+            slots += target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
+            if i % self.config.log_every == 0:
+                self.progress.update(epoch, int(self.position), *_averages(sums, t0))
             if on_step is not None:
-                on_step(self, {**logs, "step_loss": float(out["loss"])})
+                on_step(self, {"step_loss": out["loss"]})
             if _out_of_time(self.config, start):
                 finished = False
                 break
-        logs["padding_fraction"] = 1.0 - tokens / slots if slots else 0.0
-        return logs, tokens / max(time.perf_counter() - t0, 1e-9), finished
+        logs, tokens_per_s = _averages(sums, t0)
+        logs["padding_fraction"] = 1.0 - float(sums[2]) / slots if slots else 0.0
+        return logs, tokens_per_s, finished
+
+
+def _averages(sums, t0):
+    """`({"loss", "accuracy"}, tokens per second)` from the device sums of `Trainer._run_epoch`."""
+    loss, accuracy, tokens = sums.numpy().tolist()
+    logs = {"loss": loss / tokens, "accuracy": accuracy / tokens} if tokens else {
+        "loss": float("nan"), "accuracy": float("nan")}
+    return logs, tokens / max(time.perf_counter() - t0, 1e-9)
 
 
 def fit(model, dataset, config=None, validation=None, quiet=False, callbacks=()):

@@ -1,0 +1,213 @@
+"""The decoder's fast path: `Decoder.call` and `Decoder.step` on the layer's own weights, read once.
+
+What it replaces, and why:
+- The Keras cell and `Dense` calls of each step: the weights are read once per call
+  (`decoding_weights`) and a step is a few fused products (`rnn.affine`). The embedding's share of
+  the RNN input is projected for all target positions at once, before the loop.
+- Autodiff through the step loop in training: a GRU Bahdanau decoder runs `loops.bahdanau_gru`
+  and a GRU Luong decoder without input feeding runs `loops.gru` (backward passes written out);
+  the output layers run `loops.output_layers`, whose backward pass is ordered to overlap the loop's.
+- The previous token's share of a step at inference: looked up in tables made ahead from every
+  embedding (`decoding_weights(token_tables=True)`), which an export stores.
+
+Tests check each against `Decoder.call` / `Decoder.step`: outputs and gradients within float32
+rounding.
+
+Here a step's `out` is `[s_i; c_i]` (Bahdanau, before its tanh layer, which `_project` applies
+over all positions) or `h~_t` (Luong).
+"""
+
+import tensorflow as tf
+from keras import ops
+
+from tfattn.accel import loops, rnn
+from tfattn.layers.attention import BahdanauAttention
+from tfattn.layers.decoder import scan
+
+_HIDDEN_FOLDED = ("hidden_kernel", "hidden_kernel_embedding")  # into Bahdanau's "hidden_table"
+
+
+def decoding_weights(decoder, token_tables=False):
+    """What a step reads, read once per call: a flat dict of tensors for `stepper` and `teacher_forced`.
+
+    Args:
+        decoder: a built `Decoder`.
+        token_tables: bool. Look up, rather than compute, what the previous token adds at each step
+            (`_token_shares` of every embedding): `"gates_table"` `(vocab, gates * units)`, the
+            embedding's share of the RNN's gates (with a GRU's input bias only for a Luong decoder
+            without input feeding), and, Bahdanau style, `"hidden_table"` `(vocab, units)`, its
+            share of the tanh layer. They replace the entries they hold (`kernel`, `hidden_kernel`,
+            `hidden_kernel_embedding`; `input_bias` when it is in the table). Making them costs as
+            much as a few steps, so they pay when made once, ahead: an export stores them.
+
+    Returns:
+        A dict: the RNN's weights from `rnn.cell_weights` (`kernel` for the embedding's share of the
+        input, `kernel_rest` for the rest: Bahdanau the context, Luong with input feeding `h~_{t-1}`),
+        `hidden_kernel`, `hidden_bias`, `logits_kernel`, `logits_bias`; Bahdanau style also the tanh
+        layer's kernel by rows, `hidden_kernel_out` for `[s_i; c_i]` and `hidden_kernel_embedding`
+        for `E y_{i-1}`; changed as above by `token_tables`. Entries a decoder lacks are None.
+    """
+    dtype = decoder.compute_dtype
+    bias = lambda layer: None if layer.bias is None else ops.cast(layer.bias, dtype)  # noqa: E731
+    weights = {
+        **rnn.cell_weights(decoder.rnn_layer.cell, dtype, split_at=decoder.embedding_dim),
+        "hidden_kernel": ops.cast(decoder.hidden_dense.kernel, dtype),  # (hidden input, units)
+        "hidden_bias": bias(decoder.hidden_dense),
+        "logits_kernel": ops.cast(decoder.logits_dense.kernel, dtype),  # (units, vocab)
+        "logits_bias": bias(decoder.logits_dense),
+    }
+    if decoder.style == "bahdanau":  # rows for [s_i; c_i], then for E y_{i-1}
+        weights["hidden_kernel_out"] = weights["hidden_kernel"][: -decoder.embedding_dim]
+        weights["hidden_kernel_embedding"] = weights["hidden_kernel"][-decoder.embedding_dim:]
+    if token_tables:
+        embeddings = ops.cast(decoder.embedding.embeddings, dtype)  # (vocab, emb)
+        gates_table, hidden_table = _token_shares(decoder, embeddings, weights)
+        folded = ("kernel",) + (() if _biased_in_step(decoder) else ("input_bias",)) + (
+            _HIDDEN_FOLDED if decoder.style == "bahdanau" else ())
+        weights = {k: v for k, v in weights.items() if k not in folded}
+        weights["gates_table"] = gates_table  # (vocab, gates * units)
+        if hidden_table is not None:
+            weights["hidden_table"] = hidden_table  # (vocab, units)
+    return weights
+
+
+def _token_shares(decoder, embedded, weights):
+    """What the embedding `(..., emb)` of the previous token adds to a step: its share of the RNN's
+    gates `(..., gates * units)` and, Bahdanau style, of the tanh layer `(..., units)` (else None).
+    A bias is left out where the step adds it with a product of its own (`_biased_in_step`; the tanh
+    layer's always), where TensorFlow fuses the two (`rnn.affine`)."""
+    input_bias = None if _biased_in_step(decoder) else weights["input_bias"]
+    gates_x = rnn.affine(embedded, weights["kernel"], input_bias)
+    if decoder.style != "bahdanau":
+        return gates_x, None
+    return gates_x, rnn.affine(embedded, weights["hidden_kernel_embedding"])
+
+
+def _biased_in_step(decoder):
+    """Whether the step adds the RNN's input bias with the product of the rest of its input (the
+    context, Bahdanau style; the fed `h~_{t-1}`, Luong style with input feeding), where the two fuse."""
+    return decoder.style == "bahdanau" or decoder.feeds_input
+
+
+def _step(decoder, gates_x, state, memory, weights):
+    """`Decoder._step` on `gates_x (batch, gates * units)`, the embedding's share of the RNN input
+    (without the input bias when `_biased_in_step`: the step adds it).
+
+    Returns `(out, attention (batch, t_in), state)`, `out` as the module docstring says.
+    """
+    if decoder.style == "bahdanau":
+        context, attention = decoder.attend(state["h"][:, None, :], memory)  # (batch, 1, dv)
+        context = context[:, 0, :]  # (batch, dv)
+        gates_x = gates_x + rnn.affine(context, weights["kernel_rest"], weights["input_bias"])
+        h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
+        out = ops.concatenate([h, context], axis=-1)  # (batch, units + dv)
+    else:
+        if decoder.feeds_input:
+            gates_x = gates_x + rnn.affine(state["feed"], weights["kernel_rest"], weights["input_bias"])
+        h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
+        context, attention = decoder.attend(h[:, None, :], memory)  # (batch, 1, dv)
+        out = _hidden(ops.concatenate([context[:, 0, :], h], axis=-1), weights)  # (batch, units)
+        if decoder.feeds_input:
+            new_state["feed"] = out
+    return out, attention[:, 0, :], new_state
+
+
+def stepper(decoder, weights=None):
+    """`Decoder.step` as a function with the weights read once: a decoding loop calls this before it.
+
+    Args:
+        decoder: a built `Decoder`.
+        weights: optional dict from `decoding_weights`, read or stored ahead (an export keeps them as
+            variables, with token tables). Defaults to `decoding_weights(decoder)`, read now.
+
+    Returns:
+        A function `(token, state, memory) -> (logits, weights, state)`, as `Decoder.step`.
+    """
+    weights = decoding_weights(decoder) if weights is None else weights
+    if "gates_table" in weights:  # the previous token's shares, looked up
+        hidden_table = weights.get("hidden_table")
+        shares = lambda token: (tf.gather(weights["gates_table"], token),  # noqa: E731
+                                None if hidden_table is None else tf.gather(hidden_table, token))
+    else:
+        shares = lambda token: _token_shares(decoder, decoder.embedding(token), weights)  # noqa: E731
+
+    def step(token, state, memory):
+        gates_x, hidden_x = shares(token)  # (batch, gates * units), Bahdanau (batch, units)
+        out, attention, state = _step(decoder, gates_x, state, memory, weights)
+        if hidden_x is not None:  # Bahdanau: tanh(W [s_i; c_i; E y_{i-1}] + b), the last share added
+            out = tf.tanh(rnn.affine(out, weights["hidden_kernel_out"], weights["hidden_bias"]) + hidden_x)
+        return rnn.affine(out, weights["logits_kernel"], weights["logits_bias"]), attention, state
+
+    return step
+
+
+def teacher_forced(decoder, target_in, encoder_outputs, state, mask, training=False):
+    """`decoder(target_in, encoder_outputs, state, mask, training)`: logits and attention, fast."""
+    # 1. Embed the shifted target; its share of the RNN's gates is projected for all steps at once.
+    memory = decoder.prepare_memory(encoder_outputs, mask)
+    embedded = decoder.dropout_layer(decoder.embedding(target_in), training=training)  # (batch, t_out, emb)
+    weights = decoding_weights(decoder)
+    state = decoder.initial_state(state)
+    # 2. Run the steps.
+    if decoder.style == "luong" and not decoder.input_feeding:
+        out, attention = _luong_parallel(decoder, embedded, state, memory, weights, training)
+    elif training and _has_written_out_loop(decoder):
+        gates_x = rnn.project_inputs(weights, embedded)  # the loop's step adds no bias of its own
+        out, attention = _bahdanau_loop(decoder, gates_x, state, memory, weights)
+    else:
+        gates_x, _ = _token_shares(decoder, embedded, weights)  # as `_step` takes it
+        out, attention = scan(lambda x, s: _step(decoder, x, s, memory, weights), gates_x, state, 2)
+    # 3. Project all steps to the vocabulary at once.
+    return _project(decoder, out, embedded, weights, training), attention
+
+
+def _has_written_out_loop(decoder):
+    """Whether `loops.bahdanau_gru` (backward pass written out) covers this decoder."""
+    return decoder.style == "bahdanau" and decoder.rnn == "gru" and type(decoder.attention) is BahdanauAttention
+
+
+def _bahdanau_loop(decoder, gates_x, state, memory, weights):
+    attention_layer = decoder.attention
+    dtype = gates_x.dtype
+    keys, values, mask = memory["keys"], memory["values"], memory["mask"]
+    mask = ops.ones(ops.shape(keys)[:2], "bool") if mask is None else ops.cast(mask, "bool")
+    weights = {**weights, "w1": ops.cast(attention_layer.query_dense.kernel, dtype),
+               "v": ops.cast(attention_layer.scoring_vector(), dtype)}
+    states, contexts, attention = loops.bahdanau_gru(gates_x, state["h"], keys, values, mask, weights)
+    return ops.concatenate([states, contexts], axis=-1), attention  # out [s_i; c_i] as `_step` gives
+
+
+def _luong_parallel(decoder, embedded, state, memory, weights, training):
+    """Luong without input feeding: the RNN over the whole target, then attention for all steps."""
+    gates_x = rnn.project_inputs(weights, embedded)  # (batch, t_out, gates * units)
+    if rnn.prefer_keras_layers():  # cuDNN
+        states = [state["h"]] if decoder.rnn == "gru" else [state["h"], state["c"]]
+        h, *_ = decoder.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
+    elif training and decoder.rnn == "gru":  # its backward pass written out (see `loops`)
+        [(h, _)] = loops.gru([(gates_x, state["h"], weights, False)])
+    else:
+        (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, state, 1)
+    context, attention = decoder.attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
+    return _hidden(ops.concatenate([context, h], axis=-1), weights), attention  # (batch, t_out, units)
+
+
+def _project(decoder, out, embedded, weights, training=False):
+    """Step outputs -> logits for all steps at once. Bahdanau: the `tanh` layer reads
+    `[s_i; c_i; E y_{i-1}]` first. Luong: `out` is `h~_t` already."""
+    hidden = decoder.style == "bahdanau"
+    if hidden:
+        out = ops.concatenate([out, embedded], axis=-1)  # (..., hidden input)
+    if training:  # the backward pass ordered (`loops.output_layers`)
+        keep = tf.constant(1.0, out.dtype)
+        if decoder.dropout:  # dropout's mask, scaled: the draw it would make on the output itself
+            ones = tf.ones(tf.concat([tf.shape(out)[:-1], [decoder.units]], axis=0), out.dtype)  # (batch, t_out, units)
+            keep = decoder.dropout_layer(ones, training=True)
+        return loops.output_layers(out, keep, weights, hidden)  # (batch, t_out, vocab)
+    if hidden:
+        out = _hidden(out, weights)  # (..., units)
+    return rnn.affine(out, weights["logits_kernel"], weights["logits_bias"])  # (..., vocab)
+
+
+def _hidden(x, weights):
+    """The `tanh` layer of either style (`hidden_dense`) on `x (..., hidden input)`."""
+    return tf.tanh(rnn.affine(x, weights["hidden_kernel"], weights["hidden_bias"]))  # (..., units)

@@ -1,0 +1,37 @@
+"""The encoder's recurrent layers as written-out loops, on the Keras layers' own weights.
+
+Replaces `Encoder.call`'s Keras GRU/LSTM layers on a CPU: each direction's input projection is one
+matmul over all steps, both directions of a bidirectional layer step in one `tf.while_loop`
+(`rnn.run_masked`), and in training a GRU runs `loops.gru`, whose backward pass is written out.
+On a GPU the Keras layers run (cuDNN). A test checks outputs and gradients against `Encoder.call`.
+"""
+
+from keras import ops
+
+from tfattn.accel import rnn
+
+
+def encode(encoder, source, training=False):
+    """`encoder(source, training)` by the fast path: `(outputs, state, mask)` as `Encoder.call` returns."""
+    if rnn.prefer_keras_layers():
+        return encoder(source, training=training)
+    # 1. Embed; padding (id 0) is masked, as in `Encoder.call`.
+    mask = ops.not_equal(source, 0)  # (batch, t_in)
+    x = encoder.dropout_layer(encoder.embedding(source), training=training)  # (batch, t_in, emb)
+    # 2. Recurrent layers, each as one loop over its directions.
+    for i, layer in enumerate(encoder.rnn_layers):
+        if i:
+            x = encoder.dropout_layer(x, training=training)
+        x, states = _run_layer(encoder, layer, x, mask, training)
+    return x, encoder.merge_states(states), mask
+
+
+def _run_layer(encoder, layer, x, mask, training):
+    """One (bidirectional) recurrent layer: outputs `(batch, t_in, units)` and its final states, in the
+    order a Keras layer returns them."""
+    cells = [layer.forward_layer.cell, layer.backward_layer.cell] if encoder.bidirectional else [layer.cell]
+    weights = [rnn.cell_weights(cell, encoder.compute_dtype) for cell in cells]
+    directions = [(rnn.project_inputs(w, x), w, reverse) for w, reverse in zip(weights, (False, True))]
+    outputs, states = rnn.run_masked(encoder.rnn, directions, mask, training)
+    flat = [state[k] for state in states for k in ("h", "c") if k in state]
+    return ops.concatenate(outputs, axis=-1), flat  # (batch, t_in, units)

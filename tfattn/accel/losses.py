@@ -1,0 +1,47 @@
+"""The masked loss with the softmax cross-entropy's gradient written out.
+
+Replaces `tfattn.model.masked_loss`'s `sparse_categorical_crossentropy`, whose fused TensorFlow kernel
+builds the whole gradient `softmax - one_hot` in its forward pass. Here the exponentials are kept from
+the forward pass and 1 is subtracted at each label by a scatter, with no one-hot tensor:
+
+    m = max(logits);  e = exp(logits - m);  s = sum(e)
+    loss = log(s) + m - logits[label]
+    d loss / d logits = e / s - one_hot(label)
+
+A test checks values and gradients against the reference loss.
+"""
+
+import tensorflow as tf
+from keras import ops
+
+
+def cross_entropy(labels, logits):
+    """Softmax cross-entropy per position: `logits (..., vocab)`, `labels (...)` -> `(...)`."""
+    return _cross_entropy(tf.convert_to_tensor(logits), tf.cast(labels, tf.int32))
+
+
+@tf.custom_gradient
+def _cross_entropy(logits, labels):
+    m = tf.reduce_max(logits, axis=-1, keepdims=True)  # (..., 1)
+    e = tf.exp(logits - m)  # (..., vocab)
+    s = tf.reduce_sum(e, axis=-1, keepdims=True)  # (..., 1)
+    picked = tf.gather(logits, labels, batch_dims=labels.shape.rank)  # (...)
+    loss = tf.math.log(s[..., 0]) + m[..., 0] - picked
+
+    def grad(upstream):  # upstream (...)
+        softmax = e * (upstream[..., None] / s)  # (..., vocab)
+        vocab = tf.shape(logits)[-1]
+        flat = tf.reshape(softmax, [-1, vocab])  # (rows, vocab)
+        rows = tf.range(tf.shape(flat)[0])
+        at_labels = tf.stack([rows, tf.reshape(labels, [-1])], axis=1)  # (rows, 2)
+        flat = tf.tensor_scatter_nd_sub(flat, at_labels, tf.reshape(upstream, [-1]))
+        return tf.reshape(flat, tf.shape(logits)), None
+
+    return loss, grad
+
+
+def masked_loss(target_out, logits):
+    """`tfattn.model.masked_loss` with `cross_entropy`: mean over non-padding target positions."""
+    mask = ops.cast(ops.not_equal(target_out, 0), "float32")  # (batch, t_out)
+    losses = cross_entropy(target_out, ops.cast(logits, "float32"))  # (batch, t_out)
+    return ops.sum(losses * mask) / ops.maximum(ops.sum(mask), 1.0)

@@ -1,0 +1,48 @@
+"""The fast tier's entry points for a whole `Seq2Seq` model, one per reference-tier call:
+
+    forward(model, source, target_in, training)   model((source, target_in), training)
+    encode(model, source)                         model.encode(source)
+    stepper(model.decoder)                        model.decoder.step
+    losses.masked_loss                            tfattn.model.masked_loss
+    optimizer.FusedAdam                           keras.optimizers.Adam
+
+`tfattn.training`, `tfattn.decoding` and `tfattn.serving` call these when `accel=True` (their
+default) and the reference calls otherwise.
+"""
+
+from tfattn.accel import decoder as fast_decoder
+from tfattn.accel import encoder as fast_encoder
+
+
+def forward(model, source, target_in, training=False):
+    """`model((source, target_in), training)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`."""
+    outputs, state, mask = fast_encoder.encode(model.encoder, source, training)
+    return fast_decoder.teacher_forced(model.decoder, target_in, outputs, state, mask, training)
+
+
+def encode(model, source):
+    """`model.encode(source)`: `(memory, state)` for a decoding loop."""
+    outputs, state, mask = fast_encoder.encode(model.encoder, source)
+    return model.decoder.prepare_memory(outputs, mask), model.decoder.initial_state(state)
+
+
+stepper = fast_decoder.stepper
+
+
+class Stepping:
+    """A model whose decoding loops run the fast tier: `encode` and `decoder.stepper()`.
+
+    Args:
+        model: a `Seq2Seq` model.
+        weights: optional function returning `decoder.decoding_weights` made ahead (an export's
+            stored weights, with token tables); defaults to reading them at each call.
+    """
+
+    def __init__(self, model, weights=None):
+        self.model, self.weights, self.decoder = model, weights, self
+
+    def encode(self, source):
+        return encode(self.model, source)
+
+    def stepper(self):
+        return stepper(self.model.decoder, None if self.weights is None else self.weights())
