@@ -213,7 +213,8 @@ def run_config(args):
                         max_source_length=args.max_length)
     epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
-                        epochs=epochs, time_budget=args.time_budget, seed=args.seed, accel=args.accel)
+                        epochs=epochs, time_budget=args.time_budget, seed=args.seed, accel=args.accel,
+                        decay_to_budget=args.time_budget is not None and not args.decay_steps)
     data = DataConfig(batch_size=args.batch_size, bucket=not args.no_bucket, seed=args.seed)
     decode = DecodeConfig(max_length=args.max_length)
     return RunConfig(corpus=_corpus_config(args), source_tokenizer=tokenizer,
@@ -254,7 +255,7 @@ def _add_train_parser(sub):
                    help="continue the run in --out from its last checkpoint, with its own settings "
                         "(config.json): only --epochs, --time-budget and --quiet may be given")
     m = p.add_argument_group("model")
-    m.add_argument("--attention", choices=("luong", "bahdanau"), default="luong", help="default: luong")
+    m.add_argument("--attention", choices=("luong", "bahdanau"), default="bahdanau", help="default: bahdanau")
     m.add_argument("--score", choices=("dot", "general", "concat", "location"), default="general",
                    help="Luong score (default: general)")
     m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
@@ -265,14 +266,14 @@ def _add_train_parser(sub):
     m.add_argument("--embedding-dim", type=positive_int, default=256, help="default: 256")
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1, help="encoder layers (default: 1)")
-    m.add_argument("--dropout", type=float, default=0.0, help="default: 0.0")
+    m.add_argument("--dropout", type=float, default=0.2, help="default: 0.2")
     m.add_argument("--no-accel", dest="accel", action="store_false",
                    help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "
                         "instead of the fast tier (tfattn.accel); the same losses within rounding, slower")
     t = p.add_argument_group("tokens and batches")
     t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default="word", help="default: word")
-    t.add_argument("--vocab-size", type=at_least(MIN_VOCAB_SIZE, " (4 ids are reserved)"), default=8000,
-                   help="vocabulary size per side, the 4 reserved ids included (default: 8000)")
+    t.add_argument("--vocab-size", type=at_least(MIN_VOCAB_SIZE, " (4 ids are reserved)"), default=5000,
+                   help="vocabulary size per side, the 4 reserved ids included (default: 5000)")
     t.add_argument("--max-length", type=at_least(MIN_MAX_LENGTH, " ([START] and [END] are counted)"), default=40,
                    help="max tokens per sentence, [START] and [END] included; longer training pairs are "
                         "dropped (default: 40)")
@@ -284,7 +285,9 @@ def _add_train_parser(sub):
     o.add_argument("--time-budget", type=duration,
                    help="stop after this long, e.g. 15m, 90s, 1h (with --resume: this session's budget; "
                         "default: the run's own)")
-    o.add_argument("--learning-rate", type=positive_float, default=1e-3, help="Adam learning rate (default: 1e-3)")
+    o.add_argument("--learning-rate", type=positive_float, default=2e-3,
+                   help="Adam's peak learning rate (default: 2e-3); with --time-budget and no --decay-steps it "
+                        "follows a cosine down to 1%% of it over the budget")
     o.add_argument("--decay-steps", type=positive_int, help="cosine decay of the learning rate over this many steps")
     o.add_argument("--clip-norm", type=positive_float, default=5.0,
                    help="gradient clipping by global norm (default: 5)")

@@ -21,6 +21,8 @@ loop's step, whose branches are small and would pay for a function call at every
 
 import tensorflow as tf
 
+from tfattn.accel import private
+
 
 def cond(pred, true_fn, false_fn):
     """`tf.cond(pred, true_fn, false_fn)` with each branch a function call that is not inlined.
@@ -30,5 +32,5 @@ def cond(pred, true_fn, false_fn):
     """
     if tf.executing_eagerly():
         return tf.cond(pred, true_fn, false_fn)
-    call = lambda fn: tf.function(fn, experimental_attributes={"_noinline": True})()  # noqa: E731
+    call = lambda fn: private.noinline(fn)()  # noqa: E731
     return tf.cond(pred, lambda: call(true_fn), lambda: call(false_fn))

@@ -19,6 +19,8 @@ variables, their names and the checkpoints stay Keras's.
 import keras
 import tensorflow as tf
 
+from tfattn.accel import private
+
 
 @keras.saving.register_keras_serializable(package="tfattn")
 class FusedAdam(keras.optimizers.Adam):
@@ -46,8 +48,7 @@ class FusedAdam(keras.optimizers.Adam):
         gradient = tf.convert_to_tensor(gradient)  # (an IndexedSlices' repeated rows added up)
         if self.amsgrad or not hasattr(variable, "handle"):
             return super().update_step(gradient, variable, learning_rate)
-        index = self._get_variable_index(variable)
-        m, v = self._momentums[index], self._velocities[index]
+        m, v = private.adam_slots(self, variable)
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)

@@ -20,6 +20,9 @@ class TrainConfig:
         learning_rate: Adam learning rate (the peak one when `decay_steps` is set).
         decay_steps: if set, the learning rate follows a cosine from `learning_rate` down to 1% of
             it over this many steps, then stays there.
+        decay_to_budget: with `time_budget`, the learning rate follows that cosine over the budget's
+            time instead (`budget_learning_rate`), so the schedule ends when training does on any
+            machine.
         clip_norm: gradient clipping by global norm.
         epochs: passes over the training data (upper bound when `time_budget` is set).
         time_budget: seconds of training after which the loop stops (None: no limit).
@@ -33,6 +36,7 @@ class TrainConfig:
 
     learning_rate: float = 1e-3
     decay_steps: int | None = None
+    decay_to_budget: bool = False
     clip_norm: float = 5.0
     epochs: int = 10
     time_budget: float | None = None
@@ -46,6 +50,11 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be > 0. Received: learning_rate={self.learning_rate!r}")
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs must be an int >= 1. Received: epochs={self.epochs!r}")
+        if self.decay_to_budget and (self.time_budget is None or self.decay_steps):
+            raise ValueError("decay_to_budget needs a time_budget and no decay_steps. Received: "
+                             f"time_budget={self.time_budget!r}, decay_steps={self.decay_steps!r}")
+        if not isinstance(self.log_every, int) or self.log_every < 1:
+            raise ValueError(f"log_every must be an int >= 1. Received: log_every={self.log_every!r}")
 
 
 def weights_checkpoint(model):
@@ -194,6 +203,8 @@ class Trainer:
         end = self.config.steps_per_epoch
         data = dataset.take(end) if end else dataset
         for i, (source, target) in enumerate(data.skip(int(self.position)), 1):
+            if self.config.decay_to_budget:
+                self.optimizer.learning_rate = budget_learning_rate(self.config, time.perf_counter() - start)
             out = self.train_step(source, target)
             self.position.assign_add(1)
             tokens = tf.cast(out["tokens"], tf.float32)
@@ -209,6 +220,13 @@ class Trainer:
         logs, tokens_per_s = _averages(sums, t0)
         logs["padding_fraction"] = 1.0 - float(sums[2]) / slots if slots else 0.0
         return logs, tokens_per_s, finished
+
+
+def budget_learning_rate(config, elapsed):
+    """The learning rate `elapsed` seconds into a `decay_to_budget` run: a cosine from
+    `config.learning_rate` down to 1% of it at `config.time_budget`, then 1%."""
+    fraction = min(max(elapsed / config.time_budget, 0.0), 1.0)
+    return config.learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * fraction)))
 
 
 def _averages(sums, t0):

@@ -1,0 +1,42 @@
+"""The learning-rate schedule fitted to a time budget (`TrainConfig.decay_to_budget`)."""
+
+import math
+
+import pytest
+
+from tfattn.training import trainer as trainer_module
+from tfattn.training.trainer import TrainConfig, budget_learning_rate
+
+
+@pytest.mark.parametrize("elapsed, share", [(0, 1.0), (30, 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi / 4))),
+                                            (60, 0.505), (120, 0.01), (500, 0.01)])
+def test_the_rate_follows_a_cosine_over_the_budget_down_to_one_percent(elapsed, share):
+    config = TrainConfig(learning_rate=2e-3, time_budget=120, decay_to_budget=True)
+    assert budget_learning_rate(config, elapsed) == pytest.approx(2e-3 * share)
+
+
+@pytest.mark.parametrize("fields", [dict(decay_to_budget=True), dict(decay_to_budget=True, time_budget=60,
+                                                                     decay_steps=100)])
+def test_decay_to_budget_needs_a_budget_and_no_step_schedule(fields):
+    with pytest.raises(ValueError, match="decay_to_budget needs a time_budget and no decay_steps"):
+        TrainConfig(**fields)
+
+
+def test_each_step_trains_at_the_rate_of_its_time(monkeypatch, dates_data):
+    """With a clock that moves 10 s per reading, every step sees a later time and a lower rate."""
+    import tfattn
+
+    train, _, source, target = dates_data
+    clock = iter(range(0, 100_000, 10))
+    monkeypatch.setattr(trainer_module.time, "perf_counter", lambda: next(clock))
+    model = tfattn.make_model(tfattn.ModelConfig(embedding_dim=4, units=8), source.vocab_size, target.vocab_size)
+    dataset = tfattn.make_dataset(train[:64], source, target, tfattn.DataConfig(batch_size=16, bucket=False))
+    config = TrainConfig(learning_rate=1e-2, time_budget=1000, decay_to_budget=True, epochs=1)
+    trainer = trainer_module.Trainer(model, config, quiet=True)
+    rates = []
+    trainer.fit(dataset, on_step=lambda t, logs: rates.append(float(t.optimizer.learning_rate)))
+    assert len(rates) == 4  # 64 pairs in batches of 16
+    assert rates == sorted(rates, reverse=True) and len(set(rates)) == 4
+    readings = [budget_learning_rate(config, elapsed) for elapsed in range(0, 1000, 10)]
+    for rate in rates:  # each one is the schedule's rate at some reading of the clock
+        assert min(abs(rate - r) for r in readings) < 1e-9, rate
