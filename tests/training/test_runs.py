@@ -290,9 +290,12 @@ def test_evaluate_translate_export_and_plot(small_run, tmp_path):
         assert proc.returncode == 0 and len(out.splitlines()) == 3, err
         translations.append(out)
     assert translations[0] == translations[1]  # the weights came back from the checkpoint
-    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "bf16"), "--matmul-dtype", "bfloat16")
+    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "reference"), "--no-accel")
     assert proc.wait(timeout=300) == 0
-    assert json.load(open(tmp_path / "bf16" / CONFIG_FILE))["matmul_dtype"] == "bfloat16"
+    assert json.load(open(tmp_path / "reference" / CONFIG_FILE))["accel"] is False
+    proc = tfattn("translate", "--model", str(tmp_path / "reference"), *texts)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and out == translations[0], err  # the reference tier decodes the same
 
 
 @pytest.mark.data
