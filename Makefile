@@ -26,6 +26,24 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 -m "not slow"
 
+# The Colab check: a fresh Python 3.13 virtual environment, the package installed as a Colab user
+# would (pyproject's ranges, not requirements.txt) with Colab's preinstalled versions held as
+# constraints, pip check, then the tests not marked slow. COLAB_PY may name another Python 3.13.
+COLAB_PY    ?= /root/.pyenv/versions/3.13.0/bin/python3.13
+COLAB_VENV  := .venv-colab
+COLAB_PINS  := .ci/colab-constraints.txt
+
+.PHONY: test-colab
+test-colab:
+	@command -v $(COLAB_PY) >/dev/null || { echo "test-colab: no Python 3.13 at $(COLAB_PY); install it (pyenv install 3.13.0) or pass COLAB_PY=/path/to/python3.13" >&2; exit 1; }
+	@$(COLAB_PY) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 13) else "test-colab: $(COLAB_PY) is Python " + sys.version.split()[0] + ", not 3.13")'
+	rm -rf $(COLAB_VENV)
+	$(COLAB_PY) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/pip install -q --progress-bar off ".[all]" -c $(COLAB_PINS)
+	$(COLAB_VENV)/bin/pip check
+	$(COLAB_VENV)/bin/pip list --format=freeze | grep -iE '^(tensorflow|tensorflow-text|keras|numpy|protobuf)=='
+	$(COLAB_VENV)/bin/python -m pytest -q -ra -n 2 -m "not slow" --durations=10
+
 # Benchmarks print one JSON object each. quality.py trains for 15 minutes per model;
 # decode.py needs a spa-eng run: make bench-decode RUN=/path/to/run
 bench: $(STAMP)
