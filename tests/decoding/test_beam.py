@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.decoding.search import TOP_K_BLOCKED, DecodeConfig, _block_size, beam_search, greedy, make_beam_fn, top_k
+from tfattn.accel.decoding import TOP_K_BLOCKED, _block_size, top_k
+from tfattn.decoding.search import DecodeConfig, beam_search, greedy
 from tfattn.data.text import END_ID, PAD_ID, START_ID, UNK_ID
 
 VOCAB = 8
@@ -29,6 +30,14 @@ ATTENTION = {
     D: [0.4, 0.4, 0.1, 0.1],
 }
 SOURCE = [[START_ID, 9, 10, END_ID]]  # 4 real positions: the tables apply unchanged
+
+def make_beam_fn(model, config=None):
+    """`beam_search` as a `tf.function` of `source`, `beam_width` and `length_penalty` that never
+    retraces for new shapes or widths."""
+    signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float32)]
+    return tf.function(lambda source, width, alpha: beam_search(model, source, width, alpha, config=config),
+                       input_signature=signature)
+
 
 
 def table(rows, width, default):
@@ -59,6 +68,7 @@ class FakeDecoder:
 class FakeModel:
     def __init__(self):
         self.decoder = FakeDecoder()
+        self.decoder.vocab_size = VOCAB
 
     def encode(self, source):
         batch = tf.shape(source)[0]
@@ -244,7 +254,7 @@ class MarkovModel:
 
     def __init__(self, vocab, seed):
         self.table = np.random.default_rng(seed).normal(0.0, 2.0, (vocab, vocab)).astype(np.float32)
-        self.decoder = self
+        self.decoder, self.vocab_size = self, vocab
 
     def encode(self, source):
         return {"mask": tf.not_equal(source, 0)}, {"unused": tf.zeros([tf.shape(source)[0]])}
@@ -312,10 +322,10 @@ def test_finished_sentences_leave_the_batch_and_results_stay_in_place():
     model = CountingMarkovModel(vocab=9, seed=3)
     out = beam_search(model, source, beam_width=2, length_penalty=0.6,
                       config=DecodeConfig(max_length=8, ratio=1.0, extra=0))
-    # The first step reads [START] once per sentence (8 rows), then 2 rows a sentence. Done after
-    # step t: the sentences whose limit is t + 1. After step 1, 2 of 8 are done: 6 go on. After step 3,
-    # 2 of 6 (limits 3 and 4): 4. After step 5, 3 of 4: 1. At step 2 only 1 of 6 was done: no gather.
-    assert model.rows_seen == [8, 16, 12, 12, 8, 8, 2, 2]
+    # Two rows a sentence. Done after step t: the sentences whose limit is t + 1. After step 1, 2 of 8
+    # are done: 6 go on. After step 3, 2 of 6 (limits 3 and 4): 4. After step 5, 3 of 4: 1. At step 2
+    # only 1 of 6 was done: no gather.
+    assert model.rows_seen == [16, 16, 12, 12, 8, 8, 2]
     for sentence, limit in enumerate(limits):
         expected = exhaustive_beam(model.table, limit, 2, 0.6)
         assert hypotheses(out, sentence) == [tokens for tokens, _ in expected]
@@ -349,7 +359,7 @@ def test_top_k_block_sizes():
 
 
 def test_beam_search_over_a_large_vocabulary_is_the_same_with_blocked_top_k(monkeypatch):
-    from tfattn.decoding import search as decoding
+    from tfattn.accel import decoding
     import keras
     from tfattn.model import ModelConfig, ensure_built, make_model
 

@@ -17,7 +17,7 @@ class FlatModel:
     can be decoded."""
 
     def __init__(self, probs):
-        self.decoder = self
+        self.decoder, self.vocab_size = self, len(probs)
         self.logits = tf.math.log(tf.constant(probs, tf.float32))  # (vocab,)
 
     def encode(self, source):

@@ -41,6 +41,10 @@ class Stepping:
     def __init__(self, model, weights=None):
         self.model, self.weights, self.decoder = model, weights, self
 
+    @property
+    def vocab_size(self):
+        return self.model.decoder.vocab_size
+
     def encode(self, source):
         return encode(self.model, source)
 
