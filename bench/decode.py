@@ -19,16 +19,12 @@ compared on the same machine at the same time: its serving signature must take o
 made outside this repository. The comparison is under the key "peer" (and again under
 "one_thread_per_op").
 
-With `--bfloat16` and a run directory, the run is also exported with its decoder's matrix products
-in bfloat16 (`tfattn export --matmul-dtype bfloat16`, into a temporary directory) and measured the
-same way, under the key "bfloat16", with the share of TEST sentences it translates as float32 does.
-
 A run directory is measured through its `export/` as it was written when the run ended, by the
 code of that day. With `--reexport`, the run's best checkpoint is exported again by this code into a
 temporary directory, and that export is measured (the key "export" names it), so that a change to
 the decoding code is measured without training again.
 
-Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR [--reexport] [--peer EXPORT] [--bfloat16]
+Usage: python bench/decode.py --model RUN_OR_EXPORT_DIR [--reexport] [--peer EXPORT]
 (the model: e.g. the run of bench/quality.py)
 """
 
@@ -206,9 +202,6 @@ def one_thread_per_op(path, hyps, peer=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="a run or export directory of a spa-eng model")
-    parser.add_argument("--bfloat16", action="store_true",
-                        help="also export the run (--model must be a run directory) with bfloat16 matrix "
-                             "products and measure that export")
     parser.add_argument("--reexport", action="store_true",
                         help="export the run (--model must be a run directory) again with this code, into a "
                              "temporary directory, and measure that instead of the run's export/")
@@ -223,9 +216,8 @@ def main():
     args = parser.parse_args()
     if args.threads:
         set_threads(args.threads)
-    for flag in ("bfloat16", "reexport"):
-        if getattr(args, flag) and not os.path.isfile(os.path.join(args.model, "config.json")):
-            parser.error(f"--{flag} needs a run directory (with config.json). Received: --model {args.model}")
+    if args.reexport and not os.path.isfile(os.path.join(args.model, "config.json")):
+        parser.error(f"--reexport needs a run directory (with config.json). Received: --model {args.model}")
     with tempfile.TemporaryDirectory() as tmp:
         path = export_run(args.model, os.path.join(tmp, "export")) if args.reexport else find_export(args.model)
         run(args, path)
@@ -252,13 +244,6 @@ def run(args, path):
               "threads": threads_used, **result}
     if not args.threads:
         result["one_thread_per_op"] = one_thread_per_op(path, hyps, args.peer)
-    if args.bfloat16:
-        with tempfile.TemporaryDirectory() as tmp:
-            bf16, bf16_hyps = measure(export_run(args.model, os.path.join(tmp, "export"), matmul_dtype="bfloat16"),
-                                      sources, refs)
-        bf16["export"] = "(temporary) " + bf16["export"]
-        bf16["greedy_same_as_float32"] = round(float(np.mean([a == b for a, b in zip(hyps, bf16_hyps)])), 4)
-        result["bfloat16"] = bf16
     print(json.dumps(result))
 
 

@@ -44,8 +44,7 @@ def run_config(args):
         corpus=CorpusConfig(corpus=str(spa.SPA)),
         source_tokenizer=tokenizer, target_tokenizer=tokenizer,
         model=ModelConfig(attention=args.attention, score=args.score, input_feeding=args.input_feeding,
-                          embedding_dim=256, units=256, dropout=args.dropout,
-                          projection_dtype=args.projection_dtype),
+                          embedding_dim=256, units=256, dropout=args.dropout),
         data=DataConfig(batch_size=64),
         train=TrainConfig(learning_rate=args.learning_rate, decay_steps=steps, epochs=100, time_budget=seconds),
         decode=DecodeConfig(max_length=40, ratio=2.0, extra=10),
@@ -75,8 +74,6 @@ def main():
     parser.add_argument("--minutes", type=float, default=15.0)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--dropout", type=float, default=0.2)
-    parser.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
-                        help="dtype of the output layers' matrix products in training (default: float32)")
     parser.add_argument("--vocab-size", type=int, default=5000, help="word vocabulary per side (the peer: 5,000)")
     parser.add_argument("--step-seconds", type=float, default=0.09, help="expected seconds per step")
     parser.add_argument("--out", help="run directory (default: a temporary one)")
@@ -94,8 +91,7 @@ def main():
         "padding_fraction": summary["padding_fraction"], "train_seconds": summary["seconds"],
         "peak_rss_mb_training": round(peak_mb), "n_test": len(test),
         "greedy": score(summary["export"], test, 1), "beam4": score(summary["export"], test, 4),
-        "config": {"learning_rate": args.learning_rate, "dropout": args.dropout, "vocab_size": args.vocab_size,
-                   "projection_dtype": args.projection_dtype},
+        "config": {"learning_rate": args.learning_rate, "dropout": args.dropout, "vocab_size": args.vocab_size},
         "run": os.path.join(out, "run"),
     }
     print(json.dumps(result, ensure_ascii=False))

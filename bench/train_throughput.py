@@ -3,8 +3,6 @@
 For each model: seconds per train step, non-padding target tokens per second, the padding share of
 target tokens, and the achieved FLOP/s as a fraction of the machine's fp32 matmul speed measured in
 the same run. Prints one JSON object. Usage: python bench/train_throughput.py [--steps 60]
-[--projection-dtype bfloat16] (the decoder's output layers' products in bfloat16 in training, see
-`tfattn.Decoder`; every run's object then says so).
 
 FLOPs are counted on the padded batch (the work done), forward pass x 3 for the backward pass:
 multiply-adds of every matmul and of the attention scores and weighted sums, 2 FLOPs each.
@@ -27,7 +25,8 @@ import keras  # noqa: E402
 
 from tfattn.data.pipeline import DataConfig, make_dataset  # noqa: E402
 from tfattn.model import ModelConfig, make_model  # noqa: E402
-from tfattn.training.trainer import TrainConfig, make_optimizer, make_train_step  # noqa: E402
+from tfattn.training.step import make_optimizer, make_train_step  # noqa: E402
+from tfattn.training.trainer import TrainConfig  # noqa: E402
 
 RUNS = [  # (attention, input_feeding, embedding_dim, units)
     ("bahdanau", True, 256, 256),
@@ -77,8 +76,6 @@ def measure(c, data, steps, source_vocab, target_vocab):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60, help="timed steps per model (units 1024: a third)")
-    parser.add_argument("--projection-dtype", choices=("float32", "bfloat16"), default="float32",
-                        help="dtype of the output layers' matrix products in training (default: float32)")
     args = parser.parse_args()
     source_tok, target_tok = spa.tokenizers(5000, 40)
     # One epoch of batches; each model trains on batches drawn evenly from all of it (the first
@@ -87,13 +84,11 @@ def main():
     gflops = matmul_gflops()
     runs = []
     for attention, feeding, embedding, units in RUNS:
-        c = ModelConfig(attention=attention, input_feeding=feeding, embedding_dim=embedding, units=units,
-                        projection_dtype=args.projection_dtype)
+        c = ModelConfig(attention=attention, input_feeding=feeding, embedding_dim=embedding, units=units)
         steps = args.steps if units <= 256 else max(10, args.steps // 3)
         r = measure(c, data, steps, source_tok.vocab_size, target_tok.vocab_size)
         runs.append({"attention": attention, "input_feeding": feeding if attention == "luong" else None,
-                     "embedding_dim": embedding, "units": units, "projection_dtype": args.projection_dtype,
-                     "steps": steps,
+                     "embedding_dim": embedding, "units": units, "steps": steps,
                      "s_per_step": round(r["s_per_step"], 4),
                      "nonpad_target_tokens_per_s": round(r["nonpad_target_tokens_per_s"]),
                      "padding_fraction": round(r["padding_fraction"], 4),

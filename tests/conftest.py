@@ -39,66 +39,18 @@ def detokenized(tokenizer, texts):
     return [s.decode("utf-8") for s in tokenizer.detokenize(tokenizer(texts)).numpy()]
 
 
-def _pieces_match_the_whole(x_shape, w_shape, pieces):
-    """Whether `x[rows] @ w[:, columns]`, multiplied alone, equals that piece of `x @ w` to the bit, for
-    every `(rows, columns)` pair of slices in `pieces` (random float32 `x`, `w` of the given shapes)."""
-    import numpy as np
-    import tensorflow as tf
-
-    rng = np.random.default_rng(0)
-    x, w = rng.normal(size=x_shape).astype("float32"), rng.normal(size=w_shape).astype("float32")
-    whole = tf.matmul(x, w).numpy()
-    return all(np.array_equal(tf.matmul(x[rows], w[:, columns]).numpy(), whole[rows, columns])
-               for rows, columns in pieces)
-
-
 @functools.cache
 def matmul_rows_are_independent():
     """Whether a row's matrix product here is the same alone as in a larger batch, to the bit (so with
-    oneDNN, which TensorFlow uses on x86 CPUs with AVX-512; not with Eigen's matrix-vector path)."""
-    every = slice(None)
-    return _pieces_match_the_whole((50, 8), (8, 24), [(slice(7, 8), every), (slice(3, 8), every)])
-
-
-@functools.cache
-def matmul_columns_are_independent():
-    """Whether a block of a product's columns, multiplied alone, is the same to the bit as in the whole
-    product (so with oneDNN; not with Eigen's GEMM on an AVX2 CPU, whose kernels for 13 and for 4
-    columns of 20 rows add in other orders)."""
-    every = slice(None)
-    return _pieces_match_the_whole((20, 6), (6, 13), [(every, slice(a, b)) for a, b in [(0, 4), (4, 7), (7, 13)]])
-
-
-@functools.cache
-def bfloat16_matmul_truncates():
-    """Whether TensorFlow's bfloat16 matmul stores its float32 sums in bfloat16 by dropping the low 16
-    bits (toward zero), as its Eigen kernels do on a CPU without bfloat16 instructions (measured on an
-    AVX2 CPU), instead of rounding to the nearest (oneDNN)."""
+    oneDNN, which TensorFlow uses on x86 CPUs with AVX-512; not with Eigen's matrix-vector path): rows
+    7 and 3 to 7 of a random `(50, 8) @ (8, 24)` product, multiplied alone."""
     import numpy as np
     import tensorflow as tf
 
     rng = np.random.default_rng(0)
-    x, w = (tf.cast(rng.normal(size=shape), tf.bfloat16) for shape in [(13, 6), (6, 18)])
-    exact = (x.numpy().astype("float64") @ w.numpy().astype("float64")).astype("float32")
-    return np.array_equal(tf.cast(tf.matmul(x, w), tf.float32).numpy(), _truncated_to_bfloat16(exact))
-
-
-def _truncated_to_bfloat16(values):
-    """float32 values with their low 16 bits dropped: bfloat16 rounded toward zero, as float32."""
-    import numpy as np
-
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    return (bits & np.uint32(0xFFFF0000)).view(np.float32)
-
-
-def as_bfloat16_product(values):
-    """A float32 product (of bfloat16 inputs) stored in bfloat16 as this machine's bfloat16 matmul stores
-    its results (see `bfloat16_matmul_truncates`), returned as float32."""
-    import tensorflow as tf
-
-    if bfloat16_matmul_truncates():
-        return tf.constant(_truncated_to_bfloat16(tf.convert_to_tensor(values, tf.float32).numpy()))
-    return tf.cast(tf.cast(values, tf.bfloat16), tf.float32)
+    x, w = rng.normal(size=(50, 8)).astype("float32"), rng.normal(size=(8, 24)).astype("float32")
+    whole = tf.matmul(x, w).numpy()
+    return all(np.array_equal(tf.matmul(x[rows], w).numpy(), whole[rows]) for rows in (slice(7, 8), slice(3, 8)))
 
 
 def assert_close_or_same(got, want, same, err_msg=""):

@@ -299,7 +299,7 @@ def test_splits_of_the_real_corpus(fresh_spa):
 
 def test_quality_run_config_ends_the_decay_when_the_time_does():
     args = argparse.Namespace(minutes=1.5, step_seconds=0.5, vocab_size=300, attention="luong", score="dot",
-                              input_feeding=True, dropout=0.1, projection_dtype="float32", learning_rate=1e-3)
+                              input_feeding=True, dropout=0.1, learning_rate=1e-3)
     config = quality.run_config(args)
     assert config.train.time_budget == 90.0  # 1.5 minutes
     assert config.train.decay_steps == 180  # 90 s / 0.5 s per step

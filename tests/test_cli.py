@@ -134,13 +134,20 @@ def test_time_budget_is_parsed_without_loading_tensorflow():
     assert result.stdout.split() == ["900.0", "False"], result.stderr
 
 
-@pytest.mark.parametrize("value, expected", [(None, None), ("float32", None), ("bfloat16", "bfloat16")])
-def test_train_flags_set_the_projection_dtype(value, expected, tmp_path):
+@pytest.mark.parametrize("flags, expected", [([], True), (["--no-accel"], False)])
+def test_no_accel_trains_with_the_reference_tier(flags, expected, tmp_path):
     from tfattn.cli import build_parser, run_config
 
-    flags = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
-    args = build_parser().parse_args(flags + (["--projection-dtype", value] if value else []))
-    assert run_config(args).model.projection_dtype == expected
+    train = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
+    assert run_config(build_parser().parse_args(train + flags)).train.accel is expected
+
+
+@pytest.mark.parametrize("flags, expected", [([], True), (["--no-accel"], False)])
+def test_no_accel_exports_the_reference_tier(flags, expected):
+    from tfattn.cli import build_parser
+
+    args = build_parser().parse_args(["export", "--model", "run", "--out", "out"] + flags)
+    assert args.accel is expected
 
 
 # -- flag values: counts, sizes, durations ---------------------------------------------------------

@@ -12,12 +12,11 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tfattn.layers.attention import BahdanauAttention, LuongAttention
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
-from tfattn.model import ModelConfig, Seq2Seq, cross_entropy, make_model, masked_accuracy, masked_loss
+from tfattn.model import ModelConfig, Seq2Seq, make_model, masked_accuracy, masked_loss
 
 SOURCE_VOCAB, TARGET_VOCAB, EMB, UNITS = 11, 13, 4, 6
 SOURCE = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8]])  # (batch, t_in), sentence 0 padded
@@ -142,7 +141,6 @@ def test_config_round_trip(case):
         pytest.param({"score": "location", "scale": True, "input_feeding": False, "max_source_length": 4},
                      id="luong-location"),
         pytest.param({"score": "dot", "rnn": "lstm", "num_layers": 2}, id="luong-dot-lstm"),
-        pytest.param({"attention": "bahdanau", "projection_dtype": "bfloat16"}, id="bahdanau-bfloat16-training"),
     ],
 )
 def test_keras_file_round_trip(overrides, tmp_path):
@@ -240,17 +238,11 @@ def test_untrained_loss_is_about_ln_vocab(attention):
         ("dropout", 1.0),
         ("dropout", -0.1),
         ("rnn", "rnn"),
-        ("projection_dtype", "float16"),
     ],
 )
 def test_model_config_errors_name_the_field(field, value):
     with pytest.raises(ValueError, match=f"{field}={value!r}"):
         ModelConfig(**{field: value})
-
-
-def test_model_config_spells_the_float32_projection_as_none():
-    assert ModelConfig(projection_dtype="float32").projection_dtype is None
-    assert ModelConfig(projection_dtype="bfloat16").projection_dtype == "bfloat16"
 
 
 @pytest.mark.parametrize(
@@ -265,38 +257,3 @@ def test_make_model_rejects_what_the_layers_cannot_build(overrides, message):
 def test_encoder_and_decoder_units_must_match():
     with pytest.raises(ValueError, match=r"units must match.*encoder units 8, decoder units 6"):
         Seq2Seq(Encoder(SOURCE_VOCAB, EMB, 8), Decoder(TARGET_VOCAB, EMB, 6))
-
-
-# -- cross-entropy with a written-out gradient ------------------------------------------------------
-
-def test_cross_entropy_by_hand():
-    # logits (0, ln 3): softmax (1/4, 3/4). Label 1: loss ln(4/3), gradient (1/4, -1/4).
-    logits = tf.Variable([[0.0, math.log(3.0)]])
-    with tf.GradientTape() as tape:
-        loss = cross_entropy(tf.constant([1]), logits)
-    np.testing.assert_allclose(loss.numpy(), [math.log(4 / 3)], rtol=1e-6)
-    np.testing.assert_allclose(tape.gradient(loss, logits).numpy(), [[0.25, -0.25]], rtol=1e-6)
-
-
-@pytest.mark.parametrize("labels_dtype", ["int32", "int64"])
-def test_cross_entropy_equals_tensorflow_values_and_gradients(labels_dtype):
-    rng = np.random.default_rng(3)
-    logits = tf.Variable(rng.normal(size=(3, 4, 7)).astype("float32") * 5)
-    labels = tf.constant(rng.integers(0, 7, size=(3, 4)), labels_dtype)
-    weights = tf.constant(rng.uniform(size=(3, 4)), tf.float32)  # an upstream gradient that is not all ones
-    results = []
-    for loss_fn in (cross_entropy, lambda y, x: tf.nn.sparse_softmax_cross_entropy_with_logits(y, x)):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, logits)
-            total = tf.reduce_sum(loss * weights)
-        results.append((loss.numpy(), tape.gradient(total, logits).numpy()))
-    (ours, our_grad), (theirs, their_grad) = results
-    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
-    np.testing.assert_allclose(our_grad, their_grad, atol=1e-6)
-    assert np.abs(our_grad).max() > 0.1
-
-
-def test_cross_entropy_of_large_logits_is_finite():
-    # Without the max shift, exp(1000) overflows.
-    logits = tf.constant([[1000.0, 0.0], [-1000.0, 1000.0]])
-    np.testing.assert_allclose(cross_entropy(tf.constant([0, 0]), logits).numpy(), [0.0, 2000.0])

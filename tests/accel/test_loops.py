@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import loops
+from tfattn.accel import seq2seq as fast
 from tfattn.layers.attention import BahdanauAttention
-from tfattn.layers.decoder import Decoder, _scan
+from tfattn.layers.decoder import Decoder, scan
 
 BATCH, T_IN, T_OUT, UNITS, ATT_UNITS, DV, VOCAB = 3, 4, 5, 6, 5, 7, 11
 # Sentence 0 has two padding positions, sentence 1 one, sentence 2 none.
@@ -35,11 +37,11 @@ def decoder_and_inputs(normalize, dtype="float32"):
 
 
 def autodiff_loop(decoder, target_in, encoder_outputs, h0):
-    """The decoder's own step in `_scan`, differentiated by TensorFlow: the reference."""
+    """The fast tier's decoder step in `scan`, differentiated by TensorFlow: the reference here."""
     memory = decoder.prepare_memory(encoder_outputs, MASK)
-    weights = decoder.decoding_weights()
-    gates_x, _ = decoder._token_shares(decoder.embedding(target_in), weights)  # the step adds the input bias
-    out, attention = _scan(lambda x, s: decoder._step(x, s, memory, weights), gates_x, {"h": h0}, 2)
+    weights = fast_decoder.decoding_weights(decoder)
+    gates_x, _ = fast_decoder._token_shares(decoder, decoder.embedding(target_in), weights)  # the step adds the input bias
+    out, attention = scan(lambda x, s: fast_decoder._step(decoder, x, s, memory, weights), gates_x, {"h": h0}, 2)
     return out, attention
 
 
@@ -51,9 +53,9 @@ def loops_inputs(decoder, target_in, weights):
 
 def written_out_loop(decoder, target_in, encoder_outputs, h0):
     memory = decoder.prepare_memory(encoder_outputs, MASK)
-    weights = decoder.decoding_weights()
+    weights = fast_decoder.decoding_weights(decoder)
     gates_x = loops_inputs(decoder, target_in, weights)
-    return decoder._bahdanau_loop(gates_x, {"h": h0}, memory, weights)
+    return fast_decoder._bahdanau_loop(decoder, gates_x, {"h": h0}, memory, weights)
 
 
 def outputs_and_gradients(fn, decoder, target_in, encoder_outputs, h0):
@@ -148,8 +150,8 @@ def test_masked_positions_get_no_gradient():
 ])
 def test_decoder_uses_the_loop_only_where_it_applies(rnn, attention, expected):
     decoder = Decoder(VOCAB, 4, UNITS, attention=attention(), rnn=rnn)
-    assert decoder._has_written_out_loop() is expected
-    assert not Decoder(VOCAB, 4, UNITS, style="luong")._has_written_out_loop()
+    assert fast_decoder._has_written_out_loop(decoder) is expected
+    assert not fast_decoder._has_written_out_loop(Decoder(VOCAB, 4, UNITS, style="luong"))
 
 
 def test_float16_loop_runs_and_matches_float32():
@@ -262,8 +264,9 @@ def test_gru_padding_step_by_hand():
     dict(attention="luong", input_feeding=True),  # only the encoder's loop applies
 ])
 def test_a_model_trains_with_the_gradients_autodiff_gives(config):
-    """`training=True` runs the written-out loops, `training=False` the plain ones (no dropout here,
-    so nothing else differs): the loss and every weight's gradient agree."""
+    """In the fast tier, `training=True` runs the written-out loops and gradients, `training=False`
+    the steps differentiated by TensorFlow (no dropout here, so nothing else differs): the loss and
+    every weight's gradient agree."""
     import tfattn
     from tfattn.model import masked_loss
 
@@ -272,10 +275,11 @@ def test_a_model_trains_with_the_gradients_autodiff_gives(config):
     source = np.array([[3, 4, 5, 0], [2, 6, 7, 8], [5, 0, 0, 0]])
     target = rng.integers(1, 10, size=(3, 6))
     target[0, 4:] = 0
+    model((source, target[:, :-1]))  # builds
     results = []
     for training in (True, False):
         with tf.GradientTape() as tape:
-            logits, attention = model((source, target[:, :-1]), training=training)
+            logits, attention = fast.forward(model, source, target[:, :-1], training=training)
             loss = masked_loss(target[:, 1:], logits)
         results.append((loss, attention, tape.gradient(loss, model.trainable_variables)))
     (loss, attention, grads), (ref_loss, ref_attention, ref_grads) = results
@@ -323,57 +327,15 @@ def test_output_layers_values_and_gradients_equal_autodiff(hidden, masked):
         assert np.all(np.asarray(dx)[0, 0] == 0) and np.any(np.asarray(dx)[0, 1] != 0)
 
 
-@pytest.mark.parametrize("hidden", [True, False])
-def test_output_layers_in_bfloat16_round_only_the_products(hidden):
-    """With `matmul_dtype="bfloat16"`, values and gradients are those of the float32 layers with each
-    product's inputs rounded to bfloat16 (8 significant bits) and the product rounded too."""
-    rng = np.random.default_rng(11)
-    n = 9 if hidden else UNITS
-    x = tf.constant(rng.normal(size=(BATCH, T_OUT, n)), tf.float32)
-    keep = tf.constant(2.0 * rng.integers(0, 2, size=(BATCH, T_OUT, UNITS)), tf.float32)
-    weights = {"logits_kernel": rng.normal(size=(UNITS, VOCAB)), "logits_bias": rng.normal(size=VOCAB),
-               "hidden_kernel": rng.normal(size=(n, UNITS)), "hidden_bias": rng.normal(size=UNITS)}
-    weights = {k: tf.constant(v, tf.float32) for k, v in weights.items()}
-    upstream = tf.constant(rng.normal(size=(BATCH, T_OUT, VOCAB)), tf.float32)
-    bf16 = lambda t: tf.cast(tf.cast(t, tf.bfloat16), tf.float32)  # noqa: E731
-
-    def rounded(x, w):  # the float32 layers, each product's inputs and result rounded
-        mm = lambda a, b: bf16(tf.einsum("btn,nu->btu", bf16(a), bf16(b)))  # noqa: E731
-        out = tf.tanh(mm(x, w["hidden_kernel"]) + w["hidden_bias"]) if hidden else x
-        return mm(out * keep, w["logits_kernel"]) + w["logits_bias"]
-
-    results = []
-    for fn in (lambda x, w: loops.output_layers(x, keep, w, hidden, "bfloat16"), rounded,
-               lambda x, w: loops.output_layers(x, keep, w, hidden)):
-        with tf.GradientTape() as tape:
-            tape.watch([x, weights])
-            logits = fn(x, weights)
-            objective = tf.reduce_sum(logits * upstream)
-        results.append((logits, tape.gradient(objective, [x, weights])))
-    (logits, (dx, dw)), (ref_logits, _), (f32_logits, (f32_dx, f32_dw)) = results
-    used = ("logits_kernel", "logits_bias") + (("hidden_kernel", "hidden_bias") if hidden else ())
-    assert logits.dtype == tf.float32 and dx.dtype == tf.float32
-    assert all(dw[k].dtype == tf.float32 for k in used)
-    # The forward pass is the rounded layers' (up to the order of float32 sums).
-    np.testing.assert_allclose(logits, ref_logits, rtol=1e-2, atol=2e-2)
-    assert not np.array_equal(logits, f32_logits)
-    # Gradients: within bfloat16's rounding (2^-8 relative per input) of the float32 ones.
-    scale = lambda t: np.abs(np.asarray(t)).max()  # noqa: E731
-    np.testing.assert_allclose(dx, f32_dx, atol=0.02 * scale(f32_dx))
-    for k in used:
-        np.testing.assert_allclose(dw[k], f32_dw[k], atol=0.02 * scale(f32_dw[k]), err_msg=k)
-    np.testing.assert_allclose(dw["logits_bias"], f32_dw["logits_bias"], rtol=1e-6)  # a float32 sum in both
-
-
 @pytest.fixture
 def output_layers_calls(monkeypatch):
     """The arguments of every `loops.output_layers` call from here on, as dicts."""
     calls = []
     real = loops.output_layers
 
-    def spy(x, keep, weights, hidden, matmul_dtype=None):
-        calls.append({"keep": keep, "hidden": hidden, "matmul_dtype": matmul_dtype})
-        return real(x, keep, weights, hidden, matmul_dtype)
+    def spy(x, keep, weights, hidden):
+        calls.append({"keep": keep, "hidden": hidden})
+        return real(x, keep, weights, hidden)
 
     monkeypatch.setattr(loops, "output_layers", spy)
     return calls
@@ -392,9 +354,10 @@ def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, output_
     inputs = decoder_inputs(3)
     for dropout in (0.5, 0.0):
         decoder = Decoder(VOCAB, 4, UNITS, style=style, dropout=dropout)
-        decoder(*inputs)  # inference: the plain layers
+        decoder(*inputs, training=True)  # builds; the reference tier never calls the loops
+        fast_decoder.teacher_forced(decoder, *inputs)  # inference: the plain layers
         assert output_layers_calls == []
-        decoder(*inputs, training=True)
+        fast_decoder.teacher_forced(decoder, *inputs, training=True)
         (call,) = output_layers_calls
         output_layers_calls.clear()
         assert call["hidden"] == (style == "bahdanau")
@@ -403,20 +366,3 @@ def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, output_
             assert keep.shape == (BATCH, T_OUT, UNITS) and set(np.unique(keep)) == {0.0, 2.0}
         else:
             assert keep.shape == () and float(keep) == 1.0
-
-
-def test_decoder_projection_dtype_reaches_the_output_layers_in_training(output_layers_calls):
-    inputs = decoder_inputs(5)
-    plain = Decoder(VOCAB, 4, UNITS, style="bahdanau")
-    fast = Decoder(VOCAB, 4, UNITS, style="bahdanau", projection_dtype="bfloat16")
-    logits, _ = plain(*inputs)
-    fast(*inputs)
-    fast.set_weights(plain.get_weights())
-    # Inference is float32 either way: the same logits to the bit.
-    np.testing.assert_array_equal(fast(*inputs)[0], logits)
-    train_logits = [d(*inputs, training=True)[0] for d in (plain, fast)]
-    assert [call["matmul_dtype"] for call in output_layers_calls] == [None, "bfloat16"]
-    np.testing.assert_allclose(train_logits[1], train_logits[0], rtol=0.05, atol=0.05)
-    assert Decoder(VOCAB, 4, UNITS, projection_dtype="float32").projection_dtype is None
-    with pytest.raises(ValueError, match="projection_dtype='float16'"):
-        Decoder(VOCAB, 4, UNITS, projection_dtype="float16")

@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from tfattn.accel.optimizer import FusedAdam
-from tfattn.training.trainer import TrainConfig, make_optimizer
+from tfattn.training.step import make_optimizer
+from tfattn.training.trainer import TrainConfig
 
 
 def test_first_step_moves_each_weight_by_the_learning_rate():
@@ -62,7 +63,9 @@ def test_matches_keras_adam_on_dense_and_sparse_gradients(kwargs):
 
 def test_training_uses_it_and_its_checkpoint_restores_the_moments(tmp_path):
     optimizer = make_optimizer(TrainConfig(learning_rate=0.1))
-    assert isinstance(optimizer, FusedAdam)
+    assert isinstance(optimizer, FusedAdam)  # accel=True, the default
+    reference = make_optimizer(TrainConfig(learning_rate=0.1), accel=False)
+    assert type(reference) is keras.optimizers.Adam and float(reference.learning_rate) == pytest.approx(0.1)
     variable = keras.Variable([1.0, -1.0])
     optimizer.apply_gradients([(tf.constant([1.0, 2.0]), variable)])
     path = tf.train.Checkpoint(optimizer=optimizer, variable=variable).save(str(tmp_path / "ckpt"))

@@ -4,6 +4,8 @@ import keras
 import numpy as np
 import pytest
 
+from tfattn.accel import decoder as fast_decoder
+from tfattn.accel import encoder as fast_encoder
 from tfattn.accel import rnn
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
@@ -57,31 +59,31 @@ def test_split_kernel_rows_add_up_to_the_whole_projection():
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_luong_whole_target_loop_equals_the_keras_layer(kind, monkeypatch):
-    """Without input feeding the decoder runs its own loop on a CPU and the Keras layer on a GPU."""
+    """Without input feeding the fast decoder runs its own loop on a CPU and the Keras layer on a GPU."""
     keras.utils.set_random_seed(0)
     encoder = Encoder(11, 4, 6, rnn=kind)
     outputs, state, mask = encoder(np.array([[5, 6, 7, 0], [3, 4, 5, 6]]))
     decoder = Decoder(13, 4, 6, style="luong", input_feeding=False, rnn=kind)
     target_in = np.array([[1, 4, 9, 0, 0], [1, 12, 3, 7, 2]])
-    ours = decoder(target_in, outputs, state, mask)
+    decoder(target_in, outputs, state, mask)  # builds
+    ours = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
     monkeypatch.setattr("tfattn.accel.rnn.prefer_keras_layers", lambda: True)
-    keras_layer = decoder(target_in, outputs, state, mask)
+    keras_layer = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
     for a, b in zip(ours, keras_layer):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 @pytest.mark.parametrize("bidirectional,num_layers", [(True, 1), (False, 1), (True, 2)])
-def test_encoder_loop_equals_the_keras_layers(kind, bidirectional, num_layers, monkeypatch):
-    """The encoder runs `rnn.run_masked` on a CPU and the Keras layers on a GPU: same outputs and state."""
+def test_encoder_loop_equals_the_keras_layers(kind, bidirectional, num_layers):
+    """The fast encoder runs `rnn.run_masked` (on a CPU): the outputs and state of the Keras layers."""
     keras.utils.set_random_seed(1)
     encoder = Encoder(11, 4, 6, rnn=kind, bidirectional=bidirectional, num_layers=num_layers)
     # The last row has padding between its tokens: each direction skips it, as the Keras layers do.
     source = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8], [9, 0, 0, 0, 0], [4, 0, 6, 2, 0]])
-    outputs, state, _ = encoder(source)
-    assert np.all(outputs.numpy()[source == 0] == 0.0)  # padding positions output zeros
-    monkeypatch.setattr("tfattn.accel.rnn.prefer_keras_layers", lambda: True)
     keras_outputs, keras_state, _ = encoder(source)
+    outputs, state, _ = fast_encoder.encode(encoder, source)
+    assert np.all(outputs.numpy()[source == 0] == 0.0)  # padding positions output zeros
     np.testing.assert_allclose(outputs, keras_outputs, atol=1e-5)
     for name in state:
         np.testing.assert_allclose(state[name], keras_state[name], atol=1e-5)

@@ -44,6 +44,7 @@ def test_signature_names_and_types(exported_dates, name, inputs, outputs):
 def test_config_and_vocabulary_assets(exported_dates, dates_translator):
     config = json.loads(open(os.path.join(exported_dates, CONFIG_FILE), encoding="utf-8").read())
     assert config["source_tokenizer"]["level"] == "char" and config["decode"]["max_length"] == 14
+    assert config["accel"] is True  # the fast tier decodes, the default
     assert config["signatures"]["translate_beam"]["outputs"][-2:] == ["nbest_text", "nbest_score"]
     assets = os.path.join(exported_dates, "assets")
     assert sorted(os.listdir(assets)) == sorted([CONFIG_FILE, "source_vocab.txt", "target_vocab.txt"])
@@ -169,13 +170,10 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
     loaded = load(exported_dates)
     model = dates_translator.model
     decoder = model.decoder  # Luong style with input feeding, a GRU
-    stored = {k: [b.numpy() for b in v] if k == "logits_blocks" else v.numpy() for k, v in loaded.decoding_weights.items()}
+    stored = {k: v.numpy() for k, v in loaded.decoding_weights.items()}
     assert set(stored) == {"gates_table", "kernel_rest", "input_bias", "recurrent_kernel", "recurrent_bias",
-                           "hidden_kernel", "logits_blocks", "logits_bias"}
-    # The vocabulary projection in two column blocks, in order.
-    kernel = decoder.logits_dense.kernel.numpy()  # (units, vocab)
-    assert len(stored["logits_blocks"]) == 2
-    np.testing.assert_array_equal(np.concatenate(stored["logits_blocks"], axis=1), kernel)
+                           "hidden_kernel", "logits_kernel", "logits_bias"}  # Luong's tanh layer has no bias
+    np.testing.assert_array_equal(stored["logits_kernel"], decoder.logits_dense.kernel.numpy())  # (units, vocab)
     # The embedding's share of the GRU's gates for every token; the input bias is added by the step,
     # with the fed h~'s product.
     emb = decoder.embedding_dim
@@ -193,46 +191,23 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
 
 
 @pytest.fixture(scope="module")
-def exported_bfloat16(dates_translator, tmp_path_factory):
+def exported_reference(dates_translator, tmp_path_factory):
+    """The Luong dates translator with `accel=False`, exported: the reference tier's decoding."""
     from tfattn.serving.translator import Translator, export
 
     t = dates_translator
-    translator = Translator(t.model, t.source_tokenizer, t.target_tokenizer, t.decode_config, matmul_dtype="bfloat16")
-    return translator, export(translator, str(tmp_path_factory.mktemp("export") / "bf16"))
+    translator = Translator(t.model, t.source_tokenizer, t.target_tokenizer, t.decode_config, accel=False)
+    return translator, export(translator, str(tmp_path_factory.mktemp("export") / "reference"))
 
 
-def test_a_bfloat16_export(exported_bfloat16, exported_dates, dates_data):
-    translator, path = exported_bfloat16
+def test_a_reference_export_stores_nothing_ahead_and_translates_as_in_memory(exported_reference):
+    translator, path = exported_reference
     config = json.loads(open(os.path.join(path, CONFIG_FILE), encoding="utf-8").read())
-    assert config["matmul_dtype"] == "bfloat16"
+    assert config["accel"] is False
     loaded = load(path)
-    stored = loaded.decoding_weights
-    assert {k: v.dtype for k, v in stored.items() if k != "logits_blocks"} == {
-        **{k: tf.bfloat16 for k in ("kernel_rest", "recurrent_kernel", "hidden_kernel")},
-        **{k: tf.float32 for k in ("gates_table", "input_bias", "recurrent_bias", "logits_bias")}}  # a table is looked up
-    assert all(b.dtype == tf.bfloat16 for b in stored["logits_blocks"])
-    # The same outputs as the bfloat16 translator in memory, on every signature.
+    assert len(loaded.decoding_weights) == 0  # the step reads the model's own variables, all of them
+    assert len(loaded.model_variables) == len(translator.model.variables)
     for name, extra in [("translate", {}), ("translate_beam", beam_inputs())]:
         got = loaded.signatures[name](text=tf.constant(MIXED), **extra)
         want = in_memory(translator, name, MIXED, extra)
         assert_same_outputs({k: v.numpy() for k, v in got.items()}, {k: v.numpy() for k, v in want.items()}, name)
-    # Padding invariance holds in bfloat16 too: every row's arithmetic is its own.
-    texts = [source for source, _ in dates_data[1][:40]]
-    longest = max(texts, key=len)
-    greedy = loaded.signatures["translate"]
-    for text in texts[:10]:
-        alone = greedy(text=tf.constant([text]))["text"].numpy()[0]
-        assert greedy(text=tf.constant([longest, text, longest]))["text"].numpy()[1] == alone
-    # And it translates as the float32 export does, bar a rare near tie between two tokens.
-    bf16 = greedy(text=tf.constant(texts))["text"].numpy()
-    f32 = load(exported_dates).signatures["translate"](text=tf.constant(texts))["text"].numpy()
-    assert np.mean(bf16 == f32) >= 0.9
-
-
-def test_translator_refuses_an_unknown_matmul_dtype(dates_translator):
-    from tfattn.serving.translator import Translator
-
-    t = dates_translator
-    with pytest.raises(ValueError, match=r"matmul_dtype must be one of \(None, 'float32', 'bfloat16'\). "
-                                         r"Received: matmul_dtype='float16'"):
-        Translator(t.model, t.source_tokenizer, t.target_tokenizer, matmul_dtype="float16")

@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 import tfattn
-from tfattn.training.trainer import Progress, TrainConfig, Trainer, fit, make_train_step, restore_weights
+from tfattn.training.step import make_train_step
+from tfattn.training.trainer import Progress, TrainConfig, Trainer, fit, restore_weights
 
 
 def tiny_model(attention="luong", vocab=12):
@@ -20,9 +21,10 @@ def batch(rows):
     return tf.constant([r + [0] * (width - len(r)) for r in rows], tf.int32)
 
 
-def test_step_does_not_retrace_for_new_lengths_or_batch_sizes():
+@pytest.mark.parametrize("accel", [True, False])
+def test_step_does_not_retrace_for_new_lengths_or_batch_sizes(accel):
     model = tiny_model()
-    step = make_train_step(model, keras.optimizers.Adam(1e-3))
+    step = make_train_step(model, keras.optimizers.Adam(1e-3), accel=accel)
     for b, t_in, t_out in [(2, 3, 4), (5, 7, 2), (1, 11, 9), (3, 2, 13)]:
         source = tf.ones([b, t_in], tf.int32) * 4
         target = tf.concat([tf.fill([b, 1], 2), tf.ones([b, t_out - 2], tf.int32) * 5, tf.fill([b, 1], 3)], 1)
@@ -46,19 +48,21 @@ def test_step_overfits_one_batch(attention):
     assert int(out["tokens"]) == 3 + 4  # labels are target[:, 1:] without padding
 
 
-def test_teacher_forcing_shifts_the_target():
+@pytest.mark.parametrize("accel", [True, False])
+def test_teacher_forcing_shifts_the_target(accel):
     """The step's loss equals the masked loss of the model fed target[:, :-1] against target[:, 1:]."""
     model = tiny_model()
-    step = make_train_step(model, keras.optimizers.SGD(0.0))  # learning rate 0: weights stay put
+    step = make_train_step(model, keras.optimizers.SGD(0.0), accel=accel)  # learning rate 0: weights stay put
     source, target = batch([[2, 4, 3]]), batch([[2, 7, 8, 3, 0]])
     logits, _ = model((source, target[:, :-1]))
     expected = tfattn.masked_loss(target[:, 1:], logits)
     assert float(step(source, target)["loss"]) == pytest.approx(float(expected), rel=1e-5)
 
 
-def test_gradients_are_clipped_by_global_norm():
+@pytest.mark.parametrize("accel", [True, False])
+def test_gradients_are_clipped_by_global_norm(accel):
     model = tiny_model()
-    step = make_train_step(model, keras.optimizers.SGD(1.0), clip_norm=1e-3)
+    step = make_train_step(model, keras.optimizers.SGD(1.0), clip_norm=1e-3, accel=accel)
     before = [v.numpy().copy() for v in model.trainable_variables]
     out = step(batch([[2, 4, 5, 3]]), batch([[2, 7, 8, 3]]))
     change = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
@@ -73,9 +77,10 @@ def dataset(n=40):
     ).padded_batch(8)
 
 
-def test_fit_history_and_validation():
-    history = fit(tiny_model(), dataset(), TrainConfig(epochs=3, learning_rate=0.01), validation=dataset(16),
-                  quiet=True)
+@pytest.mark.parametrize("accel", [True, False])
+def test_fit_history_and_validation(accel):
+    history = fit(tiny_model(), dataset(), TrainConfig(epochs=3, learning_rate=0.01, accel=accel),
+                  validation=dataset(16), quiet=True)
     assert set(history) == {"loss", "accuracy", "padding_fraction", "val_loss", "val_accuracy", "tokens_per_s",
                             "seconds"}
     assert len(history["loss"]) == 3 and history["loss"][-1] < history["loss"][0]
@@ -92,6 +97,16 @@ def test_fit_reports_the_padding_share_of_label_positions():
 def test_fit_time_budget_stops_after_the_first_step():
     history = fit(tiny_model(), dataset(), TrainConfig(epochs=50, time_budget=0.0), quiet=True)
     assert len(history["loss"]) == 1
+
+
+def test_progress_is_read_every_log_every_steps():
+    # 40 rows in batches of 8: 5 steps; with log_every 2 the progress line is updated after steps 2 and 4.
+    trainer = Trainer(tiny_model(), TrainConfig(epochs=1, learning_rate=0.01, log_every=2), quiet=True)
+    updates = []
+    trainer.progress.update = lambda epoch, step, logs, tokens_per_s: updates.append((epoch, step, logs))
+    trainer.fit(dataset())
+    assert [(epoch, step) for epoch, step, _ in updates] == [(1, 2), (1, 4)]
+    assert all(0 < logs["loss"] < 10 and 0 <= logs["accuracy"] <= 1 for _, _, logs in updates)
 
 
 def test_fit_is_silent_when_quiet(capsys):
