@@ -34,7 +34,7 @@ class Stepping:
 
     Args:
         model: a `Seq2Seq` model.
-        weights: optional function returning `decoder.decoding_weights` made ahead (an export's
+        weights: optional function returning `tfattn.accel.decoder.decoding_weights` made ahead (an export's
             stored weights, with token tables); defaults to reading them at each call.
     """
 

@@ -15,7 +15,7 @@ from tfattn.accel import decoding as fast_decoding
 from tfattn.accel import seq2seq as fast
 from tfattn.decoding.loop import DecodeConfig, dynamic_decode, length_limits  # noqa: F401 (public here)
 from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
-from tfattn.model import Seq2Seq
+from tfattn.model import Seq2Seq, ensure_built
 
 _GREEDY_TIME_AXES = {"ids": 1, "attention": 1, "length": None}  # output: its output-time axis
 _BEAM_TIME_AXES = {"ids": 2, "scores": None, "attention": 2, "length": None}
@@ -105,15 +105,18 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
 def _decode(model, source, strategy, config, accel, time_axes):
     """`dynamic_decode` of the reference tier, or of the fast tier: one sentence by the plain loop,
     a batch with `Compaction` in row slices."""
+    model, source = _tier(model, accel), tf.convert_to_tensor(source, tf.int32)
     if not accel:
         return dynamic_decode(model, source, strategy, config)
-    model, source = _tier(model, accel), tf.convert_to_tensor(source, tf.int32)
     batch = lambda rows: dynamic_decode(model, rows, strategy, config, fast_decoding.Compaction)  # noqa: E731
     return branch.cond(tf.shape(source)[0] == 1, lambda: dynamic_decode(model, source, strategy, config),
                        lambda: fast_decoding.in_slices(batch, source, config.slices, time_axes))
 
 
 def _tier(model, accel):
-    """`model`, or with `accel` a `Seq2Seq` model's fast tier (`tfattn.accel.seq2seq.Stepping`)."""
-    return fast.Stepping(model) if accel and isinstance(model, Seq2Seq) else model
+    """`model`, built, or with `accel` a `Seq2Seq` model's fast tier (`tfattn.accel.seq2seq.Stepping`)."""
+    if not isinstance(model, Seq2Seq):
+        return model
+    ensure_built(model)  # a model never called has no weights yet
+    return fast.Stepping(model) if accel else model
 

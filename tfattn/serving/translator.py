@@ -113,16 +113,15 @@ class Translator(tf.Module):
         return tf.cond(tf.size(text) > 0, lambda: fn(text), lambda: empty)
 
     def _decoding_model(self):
-        """The model as the decoding loops take it: the fast tier (with the stored weights, if any)
-        or, without `accel`, the model itself."""
+        """The model as the decoding loops take it: stepping with the stored weights, if any."""
         if self.decoding_weights:
             stored = {k: v.value() for k, v in self.decoding_weights.items()}
             return fast.Stepping(self.model, lambda: {**dict.fromkeys(self.absent_weights), **stored})
-        return fast.Stepping(self.model) if self.accel else self.model
+        return self.model
 
     def _greedy(self, text):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
-        out = greedy(self._decoding_model(), source, self.decode_config, accel=False)  # the tier is chosen above
+        out = greedy(self._decoding_model(), source, self.decode_config, accel=self.accel)
         return {
             "text": self.target_tokenizer.detokenize(out["ids"]),
             "tokens": self.target_tokenizer.ids_to_tokens(out["ids"]),  # (batch, t_out), "" padding
@@ -134,7 +133,7 @@ class Translator(tf.Module):
     def _beam(self, text, beam_width, length_penalty):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)
         out = beam_search(self._decoding_model(), source, beam_width, length_penalty, config=self.decode_config,
-                          accel=False)  # the tier is chosen by `_decoding_model`
+                          accel=self.accel)
         ids = out["ids"]  # (batch, n, t_out)
         shape = tf.shape(ids)
         nbest = tf.reshape(self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), shape[:2])  # (batch, n)
