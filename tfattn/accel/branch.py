@@ -8,12 +8,9 @@ body in a function call that TensorFlow does not inline (`experimental_attribute
 True}`), so the branch not taken is one dead node; the body is still optimized (grappler) when the
 call is instantiated. Session-based loaders (TF Serving, `saved_model_cli run`) run it as well.
 
-Measured through the spa-eng export on a 2-core CPU, paired (`bench/paired.py`, 5 rounds): the
-one-sentence decoding loop and the encoder loop without masks took single sentences to 0.98 of the
-time (TensorFlow's default threads) and 0.96 (one thread per op) when chosen by `tf.cond`; to 0.95
-and 0.94 when chosen by this `cond`. Greedy batches of 64: 0.98-0.99. (Leaving the `If` node
-unlowered instead also skips the branch, but session-based loaders then fail with "Retval[0] does
-not have value", and an unlowered branch's body is not optimized: batches took 1.25x the time.)
+Leaving the `If` node unlowered would also skip the branch, but session-based loaders then fail
+with "Retval[0] does not have value", and an unlowered branch's body is not optimized by grappler.
+The gain over `tf.cond` is in `docs/performance.md`.
 
 Meant for the few conds that choose between whole loops once per call, not for those inside a
 loop's step, whose branches are small and would pay for a function call at every step.

@@ -2,9 +2,9 @@
 
 Keras 3's `Adam.update_step` is written in backend ops: about a dozen element-wise passes over each
 variable (subtract, multiply, square, sqrt, divide, assign, ...), each reading and writing whole
-arrays. For this package's models that is 5 to 6 million parameters (the two 5,000-word embeddings
-and the vocabulary projection are most of them), so on a 2-core CPU the update alone took 25-30 ms
-of a 0.13 s training step. TensorFlow's `ResourceApplyAdam` kernel does the same update in one pass
+arrays. This package's models have millions of parameters (the two embeddings and the vocabulary
+projection are most of them), so on a CPU those passes are a visible share of a training step
+(`docs/performance.md`). TensorFlow's `ResourceApplyAdam` kernel does the same update in one pass
 over `variable, m, v, gradient`:
 
     lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)

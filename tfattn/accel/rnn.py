@@ -67,12 +67,10 @@ def cell_weights(cell, dtype, split_at=None):
 def affine(x, w, b=None):
     """`x (..., d) @ w (d, n) + b (n,)` (no bias when None).
 
-    Written as a 2-D product and `bias_add`, which TensorFlow fuses into one kernel (`_FusedMatMul`,
-    oneDNN's on x86). For one row on a 2-core CPU with TensorFlow's default threads, that kernel
-    takes 20-30% less time than a MatMul alone, bias or not (256 x 768: 33 against 41-46 us;
-    128 x 384: 19 against 27-29 us); with one thread per op, the same time. A constant zero bias
-    would not do: TensorFlow folds it away first. A 3-D `x` is reshaped to 2-D and back (a
-    tensordot takes 12 graph nodes).
+    Written as a 2-D product and `bias_add`, which TensorFlow's graph optimizer fuses into one
+    kernel (`_FusedMatMul`); for the one-row products of a decoding step that kernel is faster than
+    a MatMul alone. A constant zero bias would not do: TensorFlow folds it away first. A 3-D `x` is
+    reshaped to 2-D and back (a tensordot takes 12 graph nodes).
     """
     x = tf.convert_to_tensor(x)
     if x.shape.rank is not None and x.shape.rank != 2:
