@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -211,3 +212,29 @@ def test_a_reference_export_stores_nothing_ahead_and_translates_as_in_memory(exp
         got = loaded.signatures[name](text=tf.constant(MIXED), **extra)
         want = in_memory(translator, name, MIXED, extra)
         assert_same_outputs({k: v.numpy() for k, v in got.items()}, {k: v.numpy() for k, v in want.items()}, name)
+
+
+@pytest.mark.parametrize("make", [list, tuple, np.array, lambda texts: tf.constant(texts),
+                                  lambda texts: [t.encode() for t in texts]])
+def test_the_translator_takes_a_batch_in_any_of_its_forms(dates_translator, make):
+    texts = ["tue 5 march 2019", "5.3.19"]
+    expected = dates_translator(texts)["text"]
+    assert expected.tolist() == dates_translator.translate(tf.constant(texts))["text"].numpy().tolist()
+    np.testing.assert_array_equal(dates_translator(make(texts))["text"], expected)
+
+
+def test_one_string_is_a_batch_of_one(dates_translator):
+    one = dates_translator("5.3.19")
+    assert one["text"].shape == (1,) and one["text"][0] == dates_translator(["5.3.19"])["text"][0]
+    assert dates_translator.beam("5.3.19", beam_width=2)["nbest_text"].shape == (1, 2)
+
+
+@pytest.mark.parametrize("texts, message", [
+    ([["5.3.19"]], "texts must be one-dimensional, a batch of texts. Received: shape (1, 1)"),
+    (["5.3.19", 7], "texts must be a list of str or bytes. Received an item 7 of type int"),
+    (np.array([1, 2]), "texts must be a list of str or bytes. Received an item 1 of type int"),
+])
+def test_the_translator_names_a_batch_it_cannot_take(dates_translator, texts, message):
+    texts = np.array(texts) if isinstance(texts, list) and isinstance(texts[0], list) else texts
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dates_translator(texts)

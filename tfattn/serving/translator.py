@@ -34,6 +34,7 @@ import json
 import os
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
 from tfattn.accel import decoder as fast_decoder
@@ -149,15 +150,34 @@ class Translator(tf.Module):
         }
 
     def __call__(self, texts):
-        """Greedy translation of a list of str; returns the outputs as NumPy arrays."""
-        out = self.translate(tf.constant(list(texts), tf.string))
+        """Greedy translation of a batch of texts (see `as_batch`); returns the outputs as NumPy arrays."""
+        out = self.translate(as_batch(texts))
         return {k: v.numpy() for k, v in out.items()}
 
     def beam(self, texts, beam_width=4, length_penalty=0.6):
-        """Beam search over a list of str; returns the outputs as NumPy arrays."""
-        out = self.translate_beam(tf.constant(list(texts), tf.string), tf.constant(beam_width, tf.int32),
+        """Beam search over a batch of texts (see `as_batch`); returns the outputs as NumPy arrays."""
+        out = self.translate_beam(as_batch(texts), tf.constant(beam_width, tf.int32),
                                   tf.constant(length_penalty, tf.float32))
         return {k: v.numpy() for k, v in out.items()}
+
+
+def as_batch(texts):
+    """A `[batch]` string tensor from a list (or tuple, NumPy array, string tensor) of `str` or
+    `bytes`; a single `str` or `bytes` is a batch of one."""
+    if isinstance(texts, (str, bytes)):
+        texts = [texts]
+    if isinstance(texts, (tf.Tensor, np.ndarray)):
+        if texts.ndim != 1:
+            raise ValueError(f"texts must be one-dimensional, a batch of texts. Received: shape {texts.shape}")
+        if isinstance(texts, tf.Tensor) and texts.dtype == tf.string:
+            return texts
+        texts = texts.numpy().tolist() if isinstance(texts, tf.Tensor) else texts.tolist()
+    texts = list(texts)
+    wrong = next((t for t in texts if not isinstance(t, (str, bytes))), None)
+    if wrong is not None:
+        raise ValueError(f"texts must be a list of str or bytes. Received an item {wrong!r} of type "
+                         f"{type(wrong).__name__}")
+    return tf.constant(texts, tf.string, shape=[len(texts)])
 
 
 EMPTY_RANKS = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
