@@ -39,7 +39,8 @@ def main():
         for attention in args.attention:
             for seed in args.seeds:
                 summary = demo(attention, seed, out_dir)
-                runs.append({k: summary[k] for k in ("attention", "exact_match", "seconds", "final_loss")}
+                keys = ("attention", "exact_match", "errors_by_form", "seconds", "final_loss")
+                runs.append({k: summary[k] for k in keys}
                             | {"seed": seed})
                 print(json.dumps(runs[-1]), file=sys.stderr)
     print(json.dumps({"benchmark": "demo", "matmul_gflops": round(matmul_gflops(), 1),

@@ -374,3 +374,13 @@ def test_train_on_a_corpus_that_cannot_be_read_is_one_line(tmp_path, corpus, mes
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == f"tfattn: error: {message}"
     assert not (tmp_path / "run").exists()
+
+
+def test_demo_errors_are_counted_by_date_form():
+    from tfattn.demo import errors_by_form
+
+    wrong = [("5.3.19", "2019-03-05", "2019-03-06"), ("Mar 5th, 2019", "2019-03-05", "2019-05-03"),
+             ("6.3.19", "2019-03-06", "2019-03-05"), ("March 5th, 2019", "2019-03-05", "2019-03-05x")]
+    # "March 5th, 2019" (full month name and a comma) is none of the forms.
+    assert errors_by_form(wrong) == {"dot_dmy_short": 2, "mon_ordinal_year": 1, "None": 1}
+    assert list(errors_by_form(wrong))[0] == "dot_dmy_short"  # most frequent first

@@ -387,7 +387,8 @@ def build_parser():
                       help="attention and decoder style (default: luong)")
     demo.add_argument("--n-train", type=positive_int, default=30000, help="training pairs (default: 30000)")
     demo.add_argument("--n-test", type=positive_int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=positive_int, default=6, help="training epochs (default: 6)")
+    demo.add_argument("--epochs", type=positive_int, default=30,
+                      help="at most this many epochs; the time budget usually ends training first (default: 30)")
     demo.add_argument("--time-budget", type=positive_float, default=80.0,
                       help="stop training after this many seconds (default: 80)")
     demo.add_argument("--out-dir", default="saved_models",

@@ -12,14 +12,16 @@ TUESDAY = D(2019, 3, 5)
 # 200 years, of which 49 are leap years (1904, 1908, ..., 2096; 1900 is not, 2000 is):
 # 200 * 365 + 49 = 73049 days.
 N_DAYS = 73049
-NUMERIC_FORMS = ("slash_dmy", "dash_dmy", "slash_dmy_short", "dot_dmy_short")
+NUMERIC_FORMS = ("slash_dmy", "dash_dmy", "slash_dmy_short", "dot_dmy_short", "slash_ymd")
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
 def parse_numeric(text):
-    """Reads a day-first numeric date ("05/03/2019", "5.3.19"); a two-digit year means 20yy."""
+    """Reads a numeric date: year first ("2019/03/05") or day first ("05/03/2019", "5.3.19"), where a
+    two-digit year means 20yy."""
     sep = next(c for c in text if not c.isdigit())
-    day, month, year = text.split(sep)
+    first, month, last = text.split(sep)
+    day, year = (last, first) if len(first) == 4 else (first, last)
     return D(int(year) + (2000 if len(year) == 2 else 0), int(month), int(day))
 
 
@@ -45,6 +47,8 @@ EXAMPLES = [
     ("weekday_month_day_year", "lower", "tuesday, march 5, 2019"),
     ("slash_dmy", "lower", "05/03/2019"),
     ("year_month_day", "lower", "2019 march 05"),
+    ("year_mon_day", "title", "2019 Mar 5"),
+    ("slash_ymd", "lower", "2019/03/05"),
     ("dot_dmy_short", "lower", "5.3.19"),
     ("day_mon_year", "lower", "5 mar 2019"),
     ("dash_dmy", "lower", "05-03-2019"),
@@ -188,3 +192,24 @@ def test_make_corpus_keeps_test_dates_out_of_training():
 
 def test_make_corpus_test_pairs_do_not_depend_on_n_train():
     assert dates.make_corpus(10, 20)[1] == dates.make_corpus(30, 20)[1]
+
+
+@pytest.mark.parametrize("text, iso, form", [
+    ("Tue 5 Mar 2019", "2019-03-05", "wkd_day_mon_year"),
+    ("MARCH 5TH 2019", "2019-03-05", "month_ordinal_year"),
+    ("05/03/19", "2019-03-05", "slash_dmy_short"),
+    ("05/03/2019", "2019-03-05", "slash_dmy"),
+    ("5.3.19", "2019-03-05", "dot_dmy_short"),
+    ("5.3.19", "1919-03-05", None),      # a two-digit year means 20yy, so not 1919
+    ("06/03/2019", "2019-03-05", None),  # another day
+])
+def test_form_of_names_the_form_that_writes_the_date(text, iso, form):
+    assert dates.form_of(text, iso) == form
+
+
+def test_form_of_finds_the_form_of_every_generated_pair():
+    for (text, iso), form in zip(dates.generate(200, seed=3), dates.FORMATS * 20):
+        assert dates.form_of(text, iso) is not None, (text, iso)
+    date = datetime.date(2019, 3, 5)
+    assert [dates.form_of(dates.format_date(date, f, "upper"), "2019-03-05") for f in dates.FORMATS] == list(
+        dates.FORMATS)

@@ -15,11 +15,20 @@ def test_the_rate_follows_a_cosine_over_the_budget_down_to_one_percent(elapsed, 
     assert budget_learning_rate(config, elapsed) == pytest.approx(2e-3 * share)
 
 
-@pytest.mark.parametrize("fields", [dict(decay_to_budget=True), dict(decay_to_budget=True, time_budget=60,
-                                                                     decay_steps=100)])
-def test_decay_to_budget_needs_a_budget_and_no_step_schedule(fields):
-    with pytest.raises(ValueError, match="decay_to_budget needs a time_budget and no decay_steps"):
-        TrainConfig(**fields)
+def test_decay_to_budget_needs_a_budget():
+    with pytest.raises(ValueError, match="decay_to_budget needs a time_budget. Received: time_budget=None"):
+        TrainConfig(decay_to_budget=True)
+
+
+@pytest.mark.parametrize("elapsed, step, share", [
+    (60, 10, 0.505),   # half the budget, a tenth of the steps: the time decides
+    (30, 50, 0.505),   # a quarter of the budget, half the steps: the steps decide
+    (0, 100, 0.01),    # every step done at once: the cosine has ended
+    (120, 0, 0.01),    # the budget used up
+])
+def test_with_decay_steps_too_the_cosine_follows_whichever_runs_out_first(elapsed, step, share):
+    config = TrainConfig(learning_rate=2e-3, time_budget=120, decay_steps=100, decay_to_budget=True)
+    assert budget_learning_rate(config, elapsed, step) == pytest.approx(2e-3 * share)
 
 
 def test_each_step_trains_at_the_rate_of_its_time(monkeypatch, dates_data):

@@ -8,8 +8,11 @@ and its attention is easy to read: each part of the ISO date should look at the 
     "March 5th, 2019"          -> "2019-03-05"
     "05/03/19"                 -> "2019-03-05"
 
-Dates run from 1900-01-01 to 2099-12-31 (73,049 days). Numeric forms put the day first, and a
+Dates run from 1900-01-01 to 2099-12-31 (73,049 days). Numeric forms with the year last put the day
+first (05/03/2019 is 5 March), those with the year first are year, month, day (2019/03/05), and a
 two-digit year always means 2000-2099, so those forms are only used for dates in that century.
+Three forms put the year first: with one alone, a model can settle on "the year is at the end" and
+never learn it.
 Everything is deterministic from a seed, and `make_corpus` draws its test pairs from days that never
 occur in training, so the model has to compose the answer rather than remember it.
 
@@ -40,6 +43,8 @@ _TEMPLATES = {
     "wkd_day_mon_year": "{wkd} {d} {mon} {yyyy}",  # Tue 5 Mar 2019
     "weekday_month_day_year": "{weekday}, {month} {d}, {yyyy}",  # Tuesday, March 5, 2019
     "year_month_day": "{yyyy} {month} {dd}",  # 2019 March 05
+    "year_mon_day": "{yyyy} {mon} {d}",  # 2019 Mar 5
+    "slash_ymd": "{yyyy}/{mm}/{dd}",  # 2019/03/05
     "slash_dmy": "{dd}/{mm}/{yyyy}",  # 05/03/2019
     "dash_dmy": "{dd}-{mm}-{yyyy}",  # 05-03-2019
     "slash_dmy_short": "{dd}/{mm}/{yy}",  # 05/03/19
@@ -109,6 +114,22 @@ def format_date(date, form, case="lower"):
     if case == "lower":
         return text.lower()
     return text.upper() if case == "upper" else text
+
+
+def form_of(text, iso):
+    """The form of `FORMATS` that writes the date `iso` (`"YYYY-MM-DD"`) as `text`, in any case.
+
+    Returns None when no form does (a wrong pair, or a date written some other way).
+
+    Example:
+        >>> form_of("Tue 5 Mar 2019", "2019-03-05")
+        'wkd_day_mon_year'
+    """
+    date = datetime.date.fromisoformat(iso)
+    for form in _forms_for(date):
+        if format_date(date, form).lower() == text.lower():
+            return form
+    return None
 
 
 def _forms_for(date):

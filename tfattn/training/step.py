@@ -25,10 +25,11 @@ BATCH_SIGNATURE = (
 
 
 def make_optimizer(config, accel=True):
-    """Adam with `config.learning_rate` (a cosine decay over `config.decay_steps` if set): Keras's own,
-    or with `accel`, `FusedAdam` (the same update in one TensorFlow kernel per variable)."""
+    """Adam with `config.learning_rate` (a cosine decay over `config.decay_steps` if set; under
+    `decay_to_budget` the trainer sets the rate at each step): Keras's own, or with `accel`,
+    `FusedAdam` (the same update in one TensorFlow kernel per variable)."""
     rate = config.learning_rate
-    if config.decay_steps:
+    if config.decay_steps and not config.decay_to_budget:
         rate = keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=0.01)
     return FusedAdam(learning_rate=rate) if accel else keras.optimizers.Adam(learning_rate=rate)
 

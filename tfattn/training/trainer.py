@@ -22,7 +22,7 @@ class TrainConfig:
             it over this many steps, then stays there.
         decay_to_budget: with `time_budget`, the learning rate follows that cosine over the budget's
             time instead (`budget_learning_rate`), so the schedule ends when training does on any
-            machine.
+            machine; with `decay_steps` too, over whichever of the two runs out first.
         clip_norm: gradient clipping by global norm.
         epochs: passes over the training data (upper bound when `time_budget` is set).
         time_budget: seconds of training after which the loop stops (None: no limit).
@@ -50,9 +50,8 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be > 0. Received: learning_rate={self.learning_rate!r}")
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs must be an int >= 1. Received: epochs={self.epochs!r}")
-        if self.decay_to_budget and (self.time_budget is None or self.decay_steps):
-            raise ValueError("decay_to_budget needs a time_budget and no decay_steps. Received: "
-                             f"time_budget={self.time_budget!r}, decay_steps={self.decay_steps!r}")
+        if self.decay_to_budget and self.time_budget is None:
+            raise ValueError(f"decay_to_budget needs a time_budget. Received: time_budget={self.time_budget!r}")
         if not isinstance(self.log_every, int) or self.log_every < 1:
             raise ValueError(f"log_every must be an int >= 1. Received: log_every={self.log_every!r}")
 
@@ -198,13 +197,14 @@ class Trainer:
         Loss and accuracy are summed on the device, weighted by target tokens, and read back every
         `config.log_every` steps (for the progress line) and at the end of the epoch.
         """
-        t0, epoch, finished, slots = time.perf_counter(), int(self.epoch), True, 0
+        t0, epoch, finished, slots, step0 = time.perf_counter(), int(self.epoch), True, 0, self.step
         sums = tf.zeros([3])  # loss * tokens, accuracy * tokens, tokens
         end = self.config.steps_per_epoch
         data = dataset.take(end) if end else dataset
         for i, (source, target) in enumerate(data.skip(int(self.position)), 1):
             if self.config.decay_to_budget:
-                self.optimizer.learning_rate = budget_learning_rate(self.config, time.perf_counter() - start)
+                self.optimizer.learning_rate = budget_learning_rate(
+                    self.config, time.perf_counter() - start, step0 + i - 1)
             out = self.train_step(source, target)
             self.position.assign_add(1)
             tokens = tf.cast(out["tokens"], tf.float32)
@@ -222,10 +222,14 @@ class Trainer:
         return logs, tokens_per_s, finished
 
 
-def budget_learning_rate(config, elapsed):
-    """The learning rate `elapsed` seconds into a `decay_to_budget` run: a cosine from
-    `config.learning_rate` down to 1% of it at `config.time_budget`, then 1%."""
-    fraction = min(max(elapsed / config.time_budget, 0.0), 1.0)
+def budget_learning_rate(config, elapsed, step=0):
+    """The learning rate `elapsed` seconds and `step` steps into a `decay_to_budget` run: a cosine
+    from `config.learning_rate` down to 1% of it at `config.time_budget` (or at `config.decay_steps`
+    steps, if set and reached first), then 1%."""
+    fraction = elapsed / config.time_budget
+    if config.decay_steps:
+        fraction = max(fraction, step / config.decay_steps)
+    fraction = min(max(fraction, 0.0), 1.0)
     return config.learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * fraction)))
 
 
