@@ -1,4 +1,11 @@
-"""The decoding loop's fast tier: finished sentences leave the batch, row slices, a two-pass top-k.
+"""The decoding loop's fast tier: a loop of its own for one sentence, finished sentences leave the
+batch, row slices, a cheaper greedy choice, a two-pass top-k.
+
+- `decode_one` replaces the loop's batch bookkeeping (finished flags, parents, padding after
+  `[END]`) for a batch of one sentence, the shape a server answers most: its loop carries only the
+  step, the token and the state, and stops at `[END]`.
+- `output_argmax` replaces masking padding and `[START]` out of every row of logits before the
+  argmax with masking only in the rare step where one of them wins.
 
 - `Compaction` replaces stepping every sentence until the slowest one ends: once a quarter of the
   sentences still decoded are done, the others' rows are gathered into a smaller batch, and each
@@ -16,8 +23,53 @@ plain loop's.
 import numpy as np
 import tensorflow as tf
 
+from tfattn.data.text import END_ID, PAD_ID, START_ID
+
 MIN_SLICE_ROWS = 16  # a batch is sliced when every slice gets at least this many rows
 TOP_K_BLOCKED = 1024  # from this many columns, `top_k` works by blocks
+
+
+def output_argmax(logits):
+    """The most likely output token of each row of float `logits (rows, vocab)`, padding and
+    `[START]` excluded: `(rows,)` int32. The plain argmax unless one of them wins it (masking them
+    cannot change an argmax that is neither), else the argmax with them masked."""
+    token = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (rows,)
+
+    def masked():
+        reserved = (tf.range(tf.shape(logits)[-1]) == PAD_ID) | (tf.range(tf.shape(logits)[-1]) == START_ID)
+        return tf.argmax(tf.where(reserved, float("-inf"), logits), axis=-1, output_type=tf.int32)
+
+    chosen = tf.cond(tf.reduce_any((token == PAD_ID) | (token == START_ID)), masked, lambda: token)
+    chosen.set_shape(token.shape)  # as static as the argmax's: a loop's token keeps its shape
+    return chosen
+
+
+def decode_one(model, source, choose, limit, max_length, step):
+    """`tfattn.decoding.loop.dynamic_decode` of one sentence `(1, t_in)` by greedy search or
+    sampling, with the same outputs (`ids`, `attention`, `length`).
+
+    Args:
+        model: has `encode(source) -> (memory, state)`. choose: the strategy's `choose(t, logits)`.
+        limit: `(1,)` int32, the sentence's output length limit. max_length: int, the loop's bound.
+        step: the decoder's step function, `(token, state, memory) -> (logits, weights, state)`.
+    """
+    memory, state = model.encode(source)
+    limit = limit[0]  # a scalar
+    ids = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[1])
+    attention = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[1, None])
+
+    def body(t, token, state, ids, attention):
+        logits, weights, state = step(token, state, memory)  # (1, vocab), (1, t_in)
+        token = tf.reshape(choose(t, tf.cast(logits, tf.float32)), [1])  # (1,), however the rows are known
+        token = tf.where(t + 1 >= limit, END_ID, token)  # the last allowed token is [END]
+        return t + 1, token, state, ids.write(t, token), attention.write(t, tf.cast(weights, tf.float32))
+
+    loop_vars = (tf.constant(0), tf.fill([1], START_ID), state, ids, attention)
+    *_, ids, attention = tf.while_loop(lambda t, token, *_: token[0] != END_ID, body, loop_vars,
+                                       maximum_iterations=max_length)
+    ids = tf.transpose(ids.stack())  # (1, t_out)
+    return {"ids": ids, "attention": tf.transpose(attention.stack(), [1, 0, 2]),  # (1, t_out, t_in)
+            "length": tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)}  # (1,)
 
 
 class Compaction:

@@ -86,7 +86,7 @@ def dynamic_decode(model, source, strategy, config=None, compaction=None):
     search = strategy.initialize(batch, t_in)
     if compaction is not None:
         compaction = compaction(batch, strategy.beam, t_in)
-    final, steps = _loop(_stepper(model), strategy, memory, state, search, sentences, config.max_length, compaction)
+    final, steps = _loop(stepper_of(model), strategy, memory, state, search, sentences, config.max_length, compaction)
     return strategy.finalize(final, steps, t_in)
 
 
@@ -140,7 +140,7 @@ def any_size(loop_vars):
     return tf.nest.map_structure(relaxed, loop_vars)
 
 
-def _stepper(model):
+def stepper_of(model):
     """The decoder's step function: `decoder.stepper()` (weights read once) if it has one, else `decoder.step`."""
     stepper = getattr(model.decoder, "stepper", None)
     return stepper() if stepper is not None else model.decoder.step

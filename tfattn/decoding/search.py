@@ -13,7 +13,7 @@ import tensorflow as tf
 from tfattn.accel import branch
 from tfattn.accel import decoding as fast_decoding
 from tfattn.accel import seq2seq as fast
-from tfattn.decoding.loop import DecodeConfig, dynamic_decode, length_limits  # noqa: F401 (public here)
+from tfattn.decoding.loop import DecodeConfig, dynamic_decode, length_limits, stepper_of  # noqa: F401
 from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
 from tfattn.model import Seq2Seq, ensure_built
 
@@ -36,7 +36,8 @@ def greedy(model, source, config=None, accel=True):
         `attention` float32 `(batch, t_out, t_in)`, zero rows after `[END]`; `length` int32
         `(batch,)`, the number of output tokens, `[END]` included.
     """
-    return _decode(model, source, Greedy(), config or DecodeConfig(), accel, _GREEDY_TIME_AXES)
+    strategy = Greedy(argmax=fast_decoding.output_argmax if accel else None)
+    return _decode(model, source, strategy, config or DecodeConfig(), accel, _GREEDY_TIME_AXES)
 
 
 def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=True):
@@ -103,14 +104,23 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
 
 
 def _decode(model, source, strategy, config, accel, time_axes):
-    """`dynamic_decode` of the reference tier, or of the fast tier: one sentence by the plain loop,
-    a batch with `Compaction` in row slices."""
+    """`dynamic_decode` of the reference tier, or of the fast tier: one sentence by a loop of its own
+    (greedy) or the plain loop (beam search), a batch with `Compaction` in row slices."""
     model, source = _tier(model, accel), tf.convert_to_tensor(source, tf.int32)
     if not accel:
         return dynamic_decode(model, source, strategy, config)
     batch = lambda rows: dynamic_decode(model, rows, strategy, config, fast_decoding.Compaction)  # noqa: E731
-    return branch.cond(tf.shape(source)[0] == 1, lambda: dynamic_decode(model, source, strategy, config),
+    return branch.cond(tf.shape(source)[0] == 1, lambda: _one_sentence(model, source, strategy, config),
                        lambda: fast_decoding.in_slices(batch, source, config.slices, time_axes))
+
+
+def _one_sentence(model, source, strategy, config):
+    """The fast tier's decoding of one sentence: a loop of its own for greedy search, the plain loop
+    for beam search."""
+    if not isinstance(strategy, Greedy):
+        return dynamic_decode(model, source, strategy, config)
+    return fast_decoding.decode_one(model, source, strategy.choose, length_limits(source, config),
+                                    config.max_length, stepper_of(model))
 
 
 def _tier(model, accel):
