@@ -110,7 +110,8 @@ def percentiles_ms(times):
 
 
 def latency(fn, texts, n=300):
-    return percentiles_ms(single_sentence_times(fn, texts[:n]))
+    """p50 and p99 of `n` sentences spread evenly over `texts`, each translated alone."""
+    return percentiles_ms(single_sentence_times(fn, spa.spread(texts, n)))
 
 
 def padding_differences(fn, texts, **inputs):
@@ -164,9 +165,11 @@ def serving_fn(path):
 
 def against_peer(ours, peer, texts, rounds=5, singles=60):
     """Greedy batch-64 sentences/s (median of `rounds` passes over `texts`) and single-sentence
-    latency (`rounds * singles` sentences) of two signatures, measured in alternation."""
+    latency (`rounds * singles` sentences, spread over `texts`) of two signatures, measured in
+    alternation."""
     fns = {"ours": ours, "peer": peer}
     rates, times = {n: [] for n in fns}, {n: [] for n in fns}
+    sample = spa.spread(texts, rounds * singles)
     for fn in fns.values():
         translate_all(fn, texts[:128], 64)  # warm up
     for r in range(rounds):
@@ -174,7 +177,7 @@ def against_peer(ours, peer, texts, rounds=5, singles=60):
             start = time.perf_counter()
             translate_all(fn, texts, 64)
             rates[name].append(len(texts) / (time.perf_counter() - start))
-            times[name] += single_sentence_times(fn, texts[r * singles : (r + 1) * singles])
+            times[name] += single_sentence_times(fn, sample[r * singles : (r + 1) * singles])
     out = {n: {"greedy_sentences_per_s": round(float(np.median(rates[n])), 1),
                "greedy_latency": percentiles_ms(times[n])} for n in fns}
     out["greedy_ratio"] = round(out["ours"]["greedy_sentences_per_s"] / out["peer"]["greedy_sentences_per_s"], 2)

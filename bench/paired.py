@@ -59,7 +59,8 @@ def main():
     parser.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                         help="TensorFlow's inter-op and intra-op thread counts (default: TensorFlow's)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--sentences", type=int, default=150, help="TEST sentences timed alone")
+    parser.add_argument("--sentences", type=int, default=150,
+                        help="TEST sentences timed alone, spread evenly over the split")
     args = parser.parse_args()
     if args.threads:
         set_threads(args.threads)
@@ -67,7 +68,7 @@ def main():
 
     fns = {name: serving_fn(path) for name, path in (spec.split("=", 1) for spec in args.exports)}
     texts = [source for source, _ in spa.splits()["test"]]
-    singles = [[text] for text in texts[: args.sentences]]
+    singles = [[text] for text in spa.spread(texts, args.sentences)]
     batches = [texts[i : i + 64] for i in range(0, len(texts), 64)]
     for fn in fns.values():  # warm up
         for x in batches[:2] + singles[:10]:

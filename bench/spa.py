@@ -28,5 +28,16 @@ def tokenizers(vocab_size=5000, max_length=40, level="word"):
     return make([s for s, _ in train]), make([t for _, t in train])
 
 
+def spread(items, n):
+    """`n` items taken at even intervals over the whole list (all of them if it is shorter).
+
+    spa.txt is sorted by length, so its first TEST sentences are its shortest: a sample for timing
+    single sentences must cover the whole split.
+    """
+    if n >= len(items):
+        return list(items)
+    return [items[i * len(items) // n] for i in range(n)]
+
+
 def quiet_tensorflow():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

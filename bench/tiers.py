@@ -91,7 +91,7 @@ def in_batches(translate, texts, batch=64):
 
 
 def decoding(translators, texts, rounds, singles=60):
-    every = texts[:: max(1, len(texts) // singles)][:singles]  # across the split, short to long
+    every = spa.spread(texts, singles)  # across the split, short to long
     for t in translators.values():  # trace every signature first
         t(texts[:2]), t(texts[:1]), t.beam(texts[:2])
     figures = {
@@ -114,7 +114,7 @@ def main():
     gflops = matmul_gflops()
     source, target = spa.tokenizers(5000, 40)
     data = make_dataset(spa.splits()["train"], source, target, DataConfig(batch_size=64, seed=1))
-    batches = list(data.take(args.steps + 3))
+    batches = spa.spread(list(data), args.steps + 3)  # across an epoch: its first batches are its shortest
     training = {kind: train_steps(kind, batches, args.steps, args.rounds) for kind in MODELS}
     translators = trained_translators(args.train_seconds)
     texts = [s for s, _ in spa.splits()["test"]]

@@ -93,10 +93,17 @@ def test_single_sentence_times_are_the_time_of_each_call_alone(clock):
     assert [batch for batch, _ in calls] == [["ab"], ["abcd"], ["a"]]  # one sentence per call
 
 
-def test_latency_takes_the_first_n_sentences(clock):
+def test_latency_takes_n_sentences_spread_over_the_texts(clock):
     fn = upper_signature(clock, per_char=0.125)
-    # The first two: 0.25 and 0.5 s. p50 = 0.375 s; p99 = 0.25 + 0.99 * 0.25 = 0.4975 s.
-    assert decode.latency(fn, ["ab", "abcd", "abcdefgh"], n=2) == {"p50_ms": 375.0, "p99_ms": 497.5}
+    # Two of four, at indices 0 and 2: 0.25 and 1 s. p50 = 0.625 s; p99 = 0.25 + 0.99 * 0.75 = 0.9925 s.
+    assert decode.latency(fn, ["ab", "abcd", "abcdefgh", "a"], n=2) == {"p50_ms": 625.0, "p99_ms": 992.5}
+
+
+@pytest.mark.parametrize("n, expected", [(1, [0]), (3, [0, 3, 6]), (4, [0, 2, 5, 7]), (10, list(range(10))),
+                                         (12, list(range(10)))])
+def test_spread_takes_items_at_even_intervals_over_the_whole_list(n, expected):
+    # Index i * 10 // n for i < n: for n = 4, 0, 2.5 -> 2, 5, 7.5 -> 7.
+    assert spa.spread(list(range(10)), n) == expected
 
 
 def test_throughput_times_batches_of_64_after_an_untimed_warm_up(clock):
@@ -178,7 +185,8 @@ def test_against_peer_compares_rates_and_latency_of_alternating_calls(clock):
                    "peer": {"greedy_sentences_per_s": 128.0, "greedy_latency": {"p50_ms": 500.0, "p99_ms": 500.0}},
                    "greedy_ratio": 2.0, "rounds": 3}
     singles = [batch for batch, _ in ours_calls if len(batch) == 1]
-    assert singles == [[t] for t in texts[:6]]  # 3 rounds of 2 different sentences
+    # 3 rounds of 2 different sentences, 6 spread over the 128: indices i * 128 // 6 = 0, 21, 42, 64, 85, 106.
+    assert singles == [[f"s{i}"] for i in (0, 21, 42, 64, 85, 106)]
     assert [batch for batch, _ in peer_calls if len(batch) == 1] == singles
 
 
@@ -332,3 +340,18 @@ def test_forward_flops_counts_every_matmul_of_a_small_model():
     bahdanau = ModelConfig(attention="bahdanau", embedding_dim=4, units=6)
     assert train_throughput.forward_flops(bahdanau, 2, 5, 3, 50, 10) == 9_720
 
+
+
+# --- bench/latency.py -----------------------------------------------------------------------------
+
+
+def test_latency_fit_recovers_fixed_and_per_token_costs():
+    import latency
+
+    t_in = np.array([4.0, 6.0, 10.0, 12.0, 20.0])
+    t_out = np.array([3.0, 8.0, 5.0, 12.0, 9.0])
+    seconds = 0.002 + 0.0001 * t_in + 0.0005 * t_out  # 2 ms, 0.1 ms per source token, 0.5 per output token
+    assert latency.fit(seconds, t_in, t_out) == {"fixed_ms": 2.0, "per_source_token_ms": 0.1,
+                                                 "per_output_token_ms": 0.5, "r2": 1.0}
+    noisy = seconds + np.array([1e-3, -1e-3, 1e-3, -1e-3, 0.0])  # a millisecond either way
+    assert 0.0 < latency.fit(noisy, t_in, t_out)["r2"] < 0.99

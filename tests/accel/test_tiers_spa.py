@@ -1,0 +1,60 @@
+"""The two tiers' exports of one spa-eng model translate the whole TEST split the same.
+
+A word-level Bahdanau model is trained briefly on the fixed TRAIN split (by a fixed number of steps,
+not by time, so that every run trains the same model), exported once with `accel=True` and once with
+`accel=False`, and both exports, reloaded from disk, translate all 2,380 TEST sentences with greedy
+decoding and the first 256 with beam 4.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import shared_data
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def spa_exports(tmp_path_factory):
+    import tfattn
+    from tfattn.data.corpora import load_anki, split_pairs
+    from tfattn.training.trainer import TrainConfig, fit
+
+    splits = split_pairs(load_anki(str(shared_data("spa-eng", "spa.txt"))))
+    train = splits["train"]
+    make = lambda texts: tfattn.Tokenizer.adapt(texts, max_tokens=2000, level="word", max_length=30)  # noqa: E731
+    source, target = make([s for s, _ in train]), make([t for _, t in train])
+    model = tfattn.make_model(tfattn.ModelConfig(attention="bahdanau", embedding_dim=64, units=64),
+                              source.vocab_size, target.vocab_size)
+    dataset = tfattn.make_dataset(train, source, target, tfattn.DataConfig(batch_size=64))
+    fit(model, dataset, TrainConfig(learning_rate=3e-3, epochs=1, steps_per_epoch=300), quiet=True)
+    root = tmp_path_factory.mktemp("spa-tiers")
+    exports = {accel: tfattn.load(tfattn.export(tfattn.Translator(model, source, target, accel=accel),
+                                                str(root / f"accel-{accel}")))
+               for accel in (True, False)}
+    return exports, [s for s, _ in splits["test"]]
+
+
+def translate_all(signature, texts, **inputs):
+    inputs = {k: tf.constant(v) for k, v in inputs.items()}
+    out = [signature(text=tf.constant(texts[i : i + 64]), **inputs)["text"].numpy()
+           for i in range(0, len(texts), 64)]
+    return np.concatenate(out)
+
+
+def test_both_exports_translate_every_test_sentence_the_same_greedy(spa_exports):
+    exports, test = spa_exports
+    assert len(test) == 2380
+    fast, reference = (translate_all(exports[accel].signatures["translate"], test) for accel in (True, False))
+    differ = [(test[i], fast[i], reference[i]) for i in np.flatnonzero(fast != reference)]
+    assert differ == []
+    assert len(set(fast.tolist())) > 100  # a trained model: many different translations, not one
+
+
+def test_both_exports_give_the_same_beam_search_hypotheses(spa_exports):
+    exports, test = spa_exports
+    beam = {"beam_width": 4, "length_penalty": 0.6}
+    fast, reference = (translate_all(exports[accel].signatures["translate_beam"], test[:256], **beam)
+                       for accel in (True, False))
+    np.testing.assert_array_equal(fast, reference)
