@@ -5,9 +5,9 @@ loop starts, and the decoder most of its input (the target embeddings), so they 
 steps in one matmul and pass each step only its share (`gates_x`); what is known only inside the
 decoder's loop (the attention context, the fed attentional vector) adds its own share. The steps
 below then do the recurrent half, and `run_masked` runs them over padded sequences, both directions
-of a bidirectional encoder in one loop. Measured on a 2-core CPU: greedy serving about 10% faster
-and single-sentence latency about 15% lower than through the Keras layers. In training, a GRU runs
-these same steps in `tfattn.accel.loops`, with their backward pass written out. On a GPU
+of a bidirectional encoder in one loop, with fewer graph nodes per step than the Keras layers' loop
+(`docs/performance.md` has the figures). In training, a GRU runs these same steps in
+`tfattn.accel.loops`, with their backward pass written out. On a GPU
 (`prefer_keras_layers`) the encoder and the Luong decoder without input feeding use the Keras
 layers instead, for cuDNN.
 
@@ -120,10 +120,7 @@ def run_masked(kind, directions, mask, training=False):
     """Runs RNNs over right-padded sequences, all in one `tf.while_loop`, skipping padding.
 
     A bidirectional encoder passes two directions: their steps are independent, so the two chains
-    of small ops in each iteration can run on two cores at once. (Stepping them as one chain on
-    stacked tensors, one batched matmul per step, was measured on a 2-core CPU through the spa-eng
-    export: one sentence 2-3% faster, but greedy batches of 64 4% slower with one thread per op and
-    7% slower with TensorFlow's default threads, in paired timings; not kept.)
+    of small ops in each iteration can run on two cores at once.
 
     Args:
         kind: `"gru"` or `"lstm"`.
