@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.accel.losses import cross_entropy, masked_loss
+from tfattn.accel.losses import cross_entropy, masked_accuracy, masked_loss
+from tfattn.model import masked_accuracy as reference_accuracy
 
 
 def test_cross_entropy_by_hand():
@@ -55,3 +56,12 @@ def test_masked_loss_by_hand_leaves_padding_out():
     # The gradient is the real position's softmax - one_hot, (1/4, -1/4); padding gets none.
     np.testing.assert_allclose(tape.gradient(loss, logits), [[[0.25, -0.25], [0, 0], [0, 0]]], rtol=1e-6)
     assert float(masked_loss(tf.constant([[0, 0, 0]]), logits)) == 0.0  # no real token: 0, not NaN
+
+
+def test_masked_accuracy_by_hand_and_as_the_reference():
+    # Argmaxes (1, 0, 2) against labels (1, 2, 0=padding): one right of two real tokens.
+    logits = tf.constant([[[0.0, 2.0, 1.0], [3.0, 0.0, 1.0], [0.0, 0.0, 9.0]]])
+    labels = tf.constant([[1, 2, 0]])
+    assert float(masked_accuracy(labels, logits)) == 0.5
+    assert float(reference_accuracy(labels, logits)) == 0.5
+    assert float(masked_accuracy(tf.constant([[0, 0, 0]]), logits)) == 0.0  # no real token: 0, not NaN

@@ -3,7 +3,8 @@
 What it replaces, and why:
 - The Keras cell and `Dense` calls of each step: the weights are read once per call
   (`decoding_weights`) and a step is a few fused products (`rnn.affine`). The embedding's share of
-  the RNN input is projected for all target positions at once, before the loop.
+  the RNN input is projected for all target positions at once, before the loop. The attention
+  layer's call: `tfattn.accel.attention`.
 - Autodiff through the step loop in training: a GRU Bahdanau decoder runs `loops.bahdanau_gru`
   and a GRU Luong decoder without input feeding runs `loops.gru` (backward passes written out);
   the output layers run `loops.output_layers`, whose backward pass is ordered to overlap the loop's.
@@ -20,6 +21,7 @@ over all positions) or `h~_t` (Luong).
 import tensorflow as tf
 from keras import ops
 
+from tfattn.accel import attention as fast_attention
 from tfattn.accel import loops, rnn
 from tfattn.layers.attention import BahdanauAttention
 from tfattn.layers.decoder import scan
@@ -96,7 +98,8 @@ def _step(decoder, gates_x, state, memory, weights):
     Returns `(out, attention (batch, t_in), state)`, `out` as the module docstring says.
     """
     if decoder.style == "bahdanau":
-        context, attention = decoder.attend(state["h"][:, None, :], memory)  # (batch, 1, dv)
+        query = state["h"][:, None, :]  # (batch, 1, units)
+        context, attention = fast_attention.attend(decoder.attention, query, memory)  # (batch, 1, dv)
         context = context[:, 0, :]  # (batch, dv)
         gates_x = gates_x + rnn.affine(context, weights["kernel_rest"], weights["input_bias"])
         h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
@@ -105,7 +108,7 @@ def _step(decoder, gates_x, state, memory, weights):
         if decoder.feeds_input:
             gates_x = gates_x + rnn.affine(state["feed"], weights["kernel_rest"], weights["input_bias"])
         h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
-        context, attention = decoder.attend(h[:, None, :], memory)  # (batch, 1, dv)
+        context, attention = fast_attention.attend(decoder.attention, h[:, None, :], memory)  # (batch, 1, dv)
         out = _hidden(ops.concatenate([context[:, 0, :], h], axis=-1), weights)  # (batch, units)
         if decoder.feeds_input:
             new_state["feed"] = out
@@ -144,7 +147,7 @@ def stepper(decoder, weights=None):
 def teacher_forced(decoder, target_in, encoder_outputs, state, mask, training=False):
     """`decoder(target_in, encoder_outputs, state, mask, training)`: logits and attention, fast."""
     # 1. Embed the shifted target; its share of the RNN's gates is projected for all steps at once.
-    memory = decoder.prepare_memory(encoder_outputs, mask)
+    memory = fast_attention.prepare_memory(decoder, encoder_outputs, mask)
     embedded = decoder.dropout_layer(decoder.embedding(target_in), training=training)  # (batch, t_out, emb)
     weights = decoding_weights(decoder)
     state = decoder.initial_state(state)
@@ -187,7 +190,7 @@ def _luong_parallel(decoder, embedded, state, memory, weights, training):
         [(h, _)] = loops.gru([(gates_x, state["h"], weights, False)])
     else:
         (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, state, 1)
-    context, attention = decoder.attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
+    context, attention = fast_attention.attend(decoder.attention, h, memory)  # (batch, t_out, dv), (.., t_in)
     return _hidden(ops.concatenate([context, h], axis=-1), weights), attention  # (batch, t_out, units)
 
 

@@ -1,4 +1,4 @@
-"""The masked loss with the softmax cross-entropy's gradient written out.
+"""The masked loss with the softmax cross-entropy's gradient written out, and the masked accuracy.
 
 Replaces `tfattn.model.masked_loss`'s `sparse_categorical_crossentropy`, whose fused TensorFlow kernel
 builds the whole gradient `softmax - one_hot` in its forward pass. Here the exponentials are kept from
@@ -8,7 +8,7 @@ the forward pass and 1 is subtracted at each label by a scatter, with no one-hot
     loss = log(s) + m - logits[label]
     d loss / d logits = e / s - one_hot(label)
 
-A test checks values and gradients against the reference loss.
+`masked_accuracy` takes `tf.argmax` (see there). Tests check both against the reference.
 """
 
 import tensorflow as tf
@@ -45,3 +45,12 @@ def masked_loss(target_out, logits):
     mask = ops.cast(ops.not_equal(target_out, 0), "float32")  # (batch, t_out)
     losses = cross_entropy(target_out, ops.cast(logits, "float32"))  # (batch, t_out)
     return ops.sum(losses * mask) / ops.maximum(ops.sum(mask), 1.0)
+
+
+def masked_accuracy(target_out, logits):
+    """`tfattn.model.masked_accuracy` with `tf.argmax`: Keras's `argmax` first maps -0.0 to a tiny
+    negative number, which adds passes over the whole `(batch, t_out, vocab)` logits."""
+    mask = tf.cast(tf.not_equal(target_out, 0), tf.float32)  # (batch, t_out)
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch, t_out)
+    correct = tf.cast(tf.equal(predicted, tf.cast(target_out, tf.int32)), tf.float32) * mask
+    return tf.reduce_sum(correct) / tf.maximum(tf.reduce_sum(mask), 1.0)

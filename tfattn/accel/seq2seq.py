@@ -10,6 +10,7 @@
 default) and the reference calls otherwise.
 """
 
+from tfattn.accel import attention as fast_attention
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import encoder as fast_encoder
 
@@ -23,7 +24,7 @@ def forward(model, source, target_in, training=False):
 def encode(model, source):
     """`model.encode(source)`: `(memory, state)` for a decoding loop."""
     outputs, state, mask = fast_encoder.encode(model.encoder, source)
-    return model.decoder.prepare_memory(outputs, mask), model.decoder.initial_state(state)
+    return fast_attention.prepare_memory(model.decoder, outputs, mask), model.decoder.initial_state(state)
 
 
 stepper = fast_decoder.stepper

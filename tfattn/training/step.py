@@ -73,7 +73,7 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=True):
         grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
         grads, grad_norm = tf.clip_by_global_norm(grads, clip_norm)
         optimizer.apply_gradients(zip(grads, variables))
-        return _metrics(target, logits, loss, grad_norm=grad_norm)
+        return _metrics(target, logits, loss, accel, grad_norm=grad_norm)
 
     return train_step
 
@@ -85,12 +85,13 @@ def make_eval_step(model, accel=True):
     @tf.function(input_signature=BATCH_SIGNATURE)
     def eval_step(source, target):
         logits, loss = forward_and_loss(model, source, target, training=False, accel=accel)
-        return _metrics(target, logits, loss)
+        return _metrics(target, logits, loss, accel)
 
     return eval_step
 
 
-def _metrics(target, logits, loss, **extra):
+def _metrics(target, logits, loss, accel, **extra):
     target_out = target[:, 1:]
-    return {"loss": loss, "accuracy": masked_accuracy(target_out, logits),
+    accuracy = (fast_losses.masked_accuracy if accel else masked_accuracy)(target_out, logits)
+    return {"loss": loss, "accuracy": accuracy,
             "tokens": tf.math.count_nonzero(target_out, dtype=tf.int32), **extra}

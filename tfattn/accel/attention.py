@@ -1,0 +1,97 @@
+"""The attention layers' `call` for the fast tier, on the layers' own weights.
+
+`ScoredAttention.call` runs at every decoder step, where a step's graph is a chain of small ops and
+their count is what costs on a CPU. What it replaces, and why:
+- The `Dense` layers and einsums of the scores and key projections: one 2-D matmul each (`project`),
+  and a multiply-sum where the einsum would be a batched product with one query row.
+- The fused softmax: written out (max, exp, sum, divide), cheaper over a few dozen scores.
+- The weighted sum of one query step: a multiply-sum rather than a batched matmul of one row.
+
+`BahdanauAttention` and `LuongAttention` take this path; any other attention layer (a subclass of
+the user's, say) runs its own `call`. A test checks outputs and gradients against the layers' `call`.
+"""
+
+import tensorflow as tf
+
+from tfattn.layers.attention import BahdanauAttention, LuongAttention, large_negative
+
+
+def prepare_memory(decoder, encoder_outputs, mask):
+    """`decoder.prepare_memory(encoder_outputs, mask)`: values, keys projected once, and the mask."""
+    return {"values": encoder_outputs, "keys": prepare_keys(decoder.attention, encoder_outputs), "mask": mask}
+
+
+def prepare_keys(layer, key):
+    """`layer.prepare_keys(key)`: `key (batch, t_in, dk)` projected once per sentence."""
+    if type(layer) is BahdanauAttention:
+        keys = project(key, layer.key_dense.kernel)  # (batch, t_in, units): W2 k
+        return keys + tf.cast(layer.b, keys.dtype) if layer.normalize else keys
+    if type(layer) is LuongAttention and layer.score in ("general", "concat"):
+        return project(key, layer.w if layer.score == "general" else layer.w_key)  # (batch, t_in, ...)
+    return layer.prepare_keys(key)
+
+
+def attend(layer, query, memory):
+    """`layer(query, values, mask=..., prepared_keys=...)` on a `memory` from `prepare_memory`.
+
+    Returns context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`, as the layer does.
+    """
+    values, keys, mask = memory["values"], memory["keys"], memory["mask"]
+    # 1. Scores; a layer this module does not know runs its own call.
+    scores = _scores(layer, query, keys)  # (batch, t_q, t_in)
+    if scores is None:
+        return layer(query, values, mask=mask, prepared_keys=keys)
+    # 2. Masked softmax; 3. the weighted sum of the values.
+    weights = masked_softmax(scores, mask)  # (batch, t_q, t_in)
+    values = tf.cast(values, weights.dtype)
+    if query.shape[1] == 1:  # one decoder step
+        context = tf.reduce_sum(weights[:, 0, :, None] * values, axis=1)[:, None, :]  # (batch, 1, dv)
+    else:
+        context = tf.matmul(weights, values)  # (batch, t_q, dv)
+    return context, weights
+
+
+def masked_softmax(scores, mask=None):
+    """Softmax over the last axis of `scores (batch, t_q, t_in)`, exactly 0 where `mask (batch, t_in)`
+    is False; a row with every position masked gets all zeros, as `ScoredAttention` gives."""
+    negative = tf.constant(large_negative(scores.dtype), scores.dtype)
+    if mask is not None:
+        mask = tf.cast(mask, tf.bool)[:, None, :]  # (batch, 1, t_in)
+        scores = tf.where(mask, scores, negative)
+    # The shift only keeps exp() finite: it needs no gradient.
+    shift = tf.stop_gradient(tf.reduce_max(scores, axis=-1, keepdims=True))  # (batch, t_q, 1)
+    exp = tf.exp(scores - shift)
+    weights = exp / tf.reduce_sum(exp, axis=-1, keepdims=True)
+    return weights if mask is None else tf.where(mask, weights, tf.zeros_like(weights))
+
+
+def project(x, kernel):
+    """`x (batch, t, d) @ kernel (d, n) -> (batch, t, n)` as one 2-D matmul (no reshape for `t = 1`)."""
+    kernel = tf.cast(kernel, x.dtype)
+    if x.shape[1] == 1:
+        return tf.matmul(x[:, 0, :], kernel)[:, None, :]  # (batch, 1, n)
+    y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)  # (batch * t, n)
+    return tf.reshape(y, tf.concat([tf.shape(x)[:2], tf.shape(kernel)[1:]], axis=0))  # (batch, t, n)
+
+
+def _scores(layer, query, keys):
+    """`layer._scores(query, keys)` -> `(batch, t_q, t_in)`, or None for a layer of another class."""
+    if type(layer) is BahdanauAttention:
+        return _additive(project(query, layer.query_dense.kernel), keys, layer.scoring_vector())
+    if type(layer) is not LuongAttention:
+        return None
+    if layer.score == "location":
+        return layer._scores(query, keys)
+    if layer.score == "concat":
+        scores = _additive(project(query, layer.w_query), keys, layer.v)
+    elif query.shape[1] == 1:  # dot or general, one decoder step
+        scores = tf.reduce_sum(query * keys, axis=-1)[:, None, :]  # (batch, 1, t_in)
+    else:
+        scores = tf.matmul(query, keys, transpose_b=True)  # (batch, t_q, t_in)
+    return scores * tf.cast(layer.gain, scores.dtype) if layer.scale else scores
+
+
+def _additive(q, keys, v):
+    """`v^T tanh(q + k)` for every (query step, key): `q (batch, t_q, a)`, `keys (batch, t_in, a)`."""
+    hidden = tf.tanh(q[:, :, None, :] + keys[:, None, :, :])  # (batch, t_q, t_in, a)
+    return tf.reduce_sum(hidden * tf.cast(v, hidden.dtype), axis=-1)  # (batch, t_q, t_in)
