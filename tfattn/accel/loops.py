@@ -35,6 +35,7 @@ After the loop, with S, C the stacked s_{i-1}, c_i:
 
 import tensorflow as tf
 
+from tfattn.accel import rnn
 from tfattn.layers.attention import large_negative
 
 _SAVED = ("s", "z", "r", "n", "gh_n", "hid", "alpha", "c")  # what the Bahdanau backward pass reads, per step
@@ -251,16 +252,10 @@ def _gru(mask, reverses, *flat):
 
 
 def _gru_forward(gx, s, recurrent_kernel, recurrent_bias):
-    """One GRU step from `gx (B, 3u)`, the input's share of the gates, and the state `s (B, u)`.
-
-    Returns the new state and what `_gru_backward` reads (`_GRU_SAVED`).
-    """
-    units = recurrent_kernel.shape[0]
-    gh = tf.matmul(s, recurrent_kernel) + recurrent_bias  # (B, 3u)
-    z, r = tf.split(tf.sigmoid(gx[:, :2 * units] + gh[:, :2 * units]), 2, axis=-1)  # (B, u) each
-    gh_n = gh[:, 2 * units:]
-    n = tf.tanh(gx[:, 2 * units:] + r * gh_n)
-    return z * s + (1.0 - z) * n, dict(s=s, z=z, r=r, n=n, gh_n=gh_n)
+    """One GRU step (`rnn.gru_parts`) from `gx (B, 3u)`, the input's share of the gates, and the
+    state `s (B, u)`. Returns the new state and what `_gru_backward` reads (`_GRU_SAVED`)."""
+    parts = rnn.gru_parts(gx, s, {"recurrent_kernel": recurrent_kernel, "recurrent_bias": recurrent_bias})
+    return parts["h"], {k: parts[k] for k in _GRU_SAVED}
 
 
 def _gru_backward(ds, step, recurrent_kernel):

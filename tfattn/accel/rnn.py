@@ -29,7 +29,7 @@ The weights stay those of a `keras.layers.GRU`/`LSTM`, so saving, loading and th
 import tensorflow as tf
 from keras import ops
 
-from tfattn.accel import branch, loops
+from tfattn.accel import branch
 
 
 def prefer_keras_layers():
@@ -88,6 +88,13 @@ def project_inputs(weights, x):
 
 def gru_step(gates_x, h, weights):
     """One GRU step: `gates_x (batch, 3u)`, `h (batch, u)` -> the new `h (batch, u)`."""
+    return gru_parts(gates_x, h, weights)["h"]
+
+
+def gru_parts(gates_x, h, weights):
+    """One GRU step with the tensors its backward pass reads (`tfattn.accel.loops`): a dict of the
+    new state `h`, the state before it `s`, the gates `z`, `r`, the candidate `n` and the recurrent
+    share of the candidate's gate `gh_n`, each `(batch, u)`."""
     gates_h = affine(h, weights["recurrent_kernel"], weights["recurrent_bias"])  # (batch, 3u)
     units = weights["recurrent_kernel"].shape[0]
     # tf.split with both sizes: one graph node (keras' split at an index adds about 20 that work out
@@ -95,8 +102,8 @@ def gru_step(gates_x, h, weights):
     x_zr, x_h = tf.split(gates_x, [2 * units, units], axis=-1)  # (batch, 2u), (batch, u)
     h_zr, h_h = tf.split(gates_h, [2 * units, units], axis=-1)
     z, r = tf.split(ops.sigmoid(x_zr + h_zr), 2, axis=-1)  # (batch, u) each
-    candidate = ops.tanh(x_h + r * h_h)  # (batch, u)
-    return z * h + (1.0 - z) * candidate
+    n = ops.tanh(x_h + r * h_h)  # (batch, u)
+    return {"h": z * h + (1.0 - z) * n, "s": h, "z": z, "r": r, "n": n, "gh_n": h_h}
 
 
 def lstm_step(gates_x, h, c, weights):
@@ -130,23 +137,25 @@ def run_masked(kind, directions, mask, training=False):
         mask: bool `(batch, t)`, `False` on padding. A padding step leaves the state as it was and
             outputs zeros, so the reverse direction starts at each sentence's last real token. In
             inference, a batch without padding runs a loop that reads no mask.
-        training: bool. If True, a GRU runs in `loops.gru`: the same steps with their backward
-            pass written out, faster to train. Otherwise, and always for an LSTM, the loop here
-            runs: TensorFlow differentiates it, it keeps no extra tensors, and it can be exported.
+        training: bool. In training every batch runs the masked loop, which TensorFlow
+            differentiates. (A GRU trains faster in `tfattn.accel.loops.gru`, the same steps with
+            their backward pass written out; `tfattn.accel.encoder` chooses.)
 
     Returns:
         `(outputs, states)`: per direction, outputs `(batch, t, units)` and the final state dict.
     """
-    zeros = [tf.zeros([tf.shape(g)[0], w["recurrent_kernel"].shape[0]], g.dtype) for g, w, _ in directions]
-    if kind == "gru" and training:
-        results = loops.gru([(g, h0, w, reverse) for (g, w, reverse), h0 in zip(directions, zeros)], mask)
-        return [outputs for outputs, _ in results], [{"h": h} for _, h in results]
-    if training:  # an LSTM in training: masked steps, for any batch
+    zeros = [zero_state(g, w) for g, w, _ in directions]
+    if training:
         return _loop(kind, directions, mask, zeros, masked=True)
     # In inference, a batch without padding (one sentence, say) skips the masks' reads and selects:
     # 60 graph nodes a step instead of 78 for two GRU directions.
     return branch.cond(tf.reduce_all(mask), lambda: _loop(kind, directions, mask, zeros, masked=False),
                        lambda: _loop(kind, directions, mask, zeros, masked=True))
+
+
+def zero_state(gates_x, weights):
+    """A zero state `(batch, units)` for inputs `gates_x (batch, t, gates * units)`."""
+    return tf.zeros([tf.shape(gates_x)[0], weights["recurrent_kernel"].shape[0]], gates_x.dtype)
 
 
 def _loop(kind, directions, mask, zeros, masked):
