@@ -128,3 +128,15 @@ def _seeded():
     import keras
 
     keras.utils.set_random_seed(0)
+
+
+def run_main(capsys, *args):
+    """`tfattn ARGS` in this process: (exit status, stdout, stderr)."""
+    from tfattn.cli import main
+
+    try:
+        status = main(list(args))
+    except SystemExit as e:
+        status = e.code
+    out, err = capsys.readouterr()
+    return status, out, err

@@ -7,23 +7,13 @@ import sys
 
 import pytest
 
+from conftest import run_main
+
 
 def tfattn(*args, stdin=None, cwd=None, env=None, text=True):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
     return subprocess.run([sys.executable, "-m", "tfattn.cli", *args], input=stdin, capture_output=True,
                           text=text, env=env, cwd=cwd, timeout=600)
-
-
-def run_main(capsys, *args):
-    """`tfattn ARGS` in this process: (exit status, stdout, stderr)."""
-    from tfattn.cli import main
-
-    try:
-        status = main(list(args))
-    except SystemExit as e:
-        status = e.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_help_lists_the_commands():

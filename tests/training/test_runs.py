@@ -11,7 +11,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from conftest import shared_data
+from conftest import run_main, shared_data
 from tfattn.data import dates
 from tfattn.cli import find_export
 from tfattn.training.runs import CorpusConfig, Run, RunConfig, load_splits, run_config_of, train_run
@@ -202,13 +202,12 @@ def test_the_last_step_is_checkpointed(small_run):
     assert reader.get_tensor("best_val_loss/.ATTRIBUTES/VARIABLE_VALUE") == pytest.approx(min(history["val_loss"]))
 
 
-def test_resume_a_finished_run_for_more_epochs(small_run, tmp_path):
+def test_resume_a_finished_run_for_more_epochs(small_run, tmp_path, capsys):
     run = str(tmp_path / "run")
     shutil.copytree(small_run[0], run)
     before = json.load(open(os.path.join(run, "history.json")))
-    proc = tfattn("train", "--out", run, "--resume", "--epochs", "3", "--quiet")
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
+    status, out, err = run_main(capsys, "train", "--out", run, "--resume", "--epochs", "3", "--quiet")
+    assert status == 0, err
     assert "resumed from step 144 (epoch 3, batch 0)" in err  # two epochs done, none repeated
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["steps"] == 216 and summary["epochs"] == 3  # 72 more steps; the history goes on
@@ -270,32 +269,32 @@ def test_refuses_to_overwrite_a_run(small_run, tmp_path):
     assert proc.returncode == 2 and "already holds a run; pass --resume" in err and "Traceback" not in err
 
 
-def test_evaluate_translate_export_and_plot(small_run, tmp_path):
+def test_evaluate_translate_export_and_plot(small_run, tmp_path, capsys):
+    # In this process (the subprocess path of each command is tested in tests/test_cli.py).
     run, _ = small_run
-    proc = tfattn("evaluate", "--model", run, "--split", "test", "--output", str(tmp_path / "e.json"))
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    status, out, err = run_main(capsys, "evaluate", "--model", run, "--split", "test",
+                                "--output", str(tmp_path / "e.json"))
+    assert status == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     assert {"bleu", "chrf", "n", "bleu_by_length"} <= set(result) and result["n"] == 12  # 600 lines: 12 test
     assert sum(b["n"] for b in result["bleu_by_length"].values()) == 12
-    proc = tfattn("plot", "--bleu-by-length", str(tmp_path / "e.json"), "--out", str(tmp_path / "b.png"))
-    assert proc.wait(timeout=120) == 0 and (tmp_path / "b.png").stat().st_size > 0
-    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "exp"))
-    assert proc.wait(timeout=300) == 0 and (tmp_path / "exp" / "saved_model.pb").exists()
+    status, _, err = run_main(capsys, "plot", "--bleu-by-length", str(tmp_path / "e.json"),
+                              "--out", str(tmp_path / "b.png"))
+    assert status == 0 and (tmp_path / "b.png").stat().st_size > 0, err
+    status, _, err = run_main(capsys, "export", "--model", run, "--out", str(tmp_path / "exp"))
+    assert status == 0 and (tmp_path / "exp" / "saved_model.pb").exists(), err
     texts = ["5 march 2019", "tue 5 mar 2019", "1.2.03"]
     translations = []
     for model in (str(tmp_path / "exp"), run):  # the best checkpoint exported again, and the run's export
-        proc = tfattn("translate", "--model", model, *texts)
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0 and len(out.splitlines()) == 3, err
+        status, out, err = run_main(capsys, "translate", "--model", model, *texts)
+        assert status == 0 and len(out.splitlines()) == 3, err
         translations.append(out)
     assert translations[0] == translations[1]  # the weights came back from the checkpoint
-    proc = tfattn("export", "--model", run, "--out", str(tmp_path / "reference"), "--no-accel")
-    assert proc.wait(timeout=300) == 0
+    status, _, err = run_main(capsys, "export", "--model", run, "--out", str(tmp_path / "reference"), "--no-accel")
+    assert status == 0, err
     assert json.load(open(tmp_path / "reference" / CONFIG_FILE))["accel"] is False
-    proc = tfattn("translate", "--model", str(tmp_path / "reference"), *texts)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0 and out == translations[0], err  # the reference tier decodes the same
+    status, out, err = run_main(capsys, "translate", "--model", str(tmp_path / "reference"), *texts)
+    assert status == 0 and out == translations[0], err  # the reference tier decodes the same
 
 
 @pytest.mark.data
@@ -304,14 +303,13 @@ def test_evaluate_translate_export_and_plot(small_run, tmp_path):
     (("multi30k-en-de",), ["--format", "parallel", "--source-lang", "en", "--target-lang", "de",
                            "--splits", "train,val,test_2016_flickr"]),
 ])
-def test_train_then_evaluate_on_real_corpora(corpus, flags, tmp_path):
+def test_train_then_evaluate_on_real_corpora(corpus, flags, tmp_path, capsys):
     path = str(shared_data(*corpus))
     run = str(tmp_path / "run")
-    proc = tfattn("train", "--corpus", path, *flags, "--out", run, "--max-pairs", "1500", "--epochs", "1",
-                  "--units", "32", "--embedding-dim", "16", "--vocab-size", "2000", "--quiet")
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    proc = tfattn("evaluate", "--model", run, "--split", "test", "--limit", "100")
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
+    status, _, err = run_main(capsys, "train", "--corpus", path, *flags, "--out", run, "--max-pairs", "1500",
+                              "--epochs", "1", "--units", "32", "--embedding-dim", "16", "--vocab-size", "2000",
+                              "--quiet")
+    assert status == 0, err
+    status, out, err = run_main(capsys, "evaluate", "--model", run, "--split", "test", "--limit", "100")
+    assert status == 0, err
     assert json.loads(out.strip().splitlines()[-1])["n"] == 100
