@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/tfattn demo --attention bahdanau
 
 # Two pytest workers, one per core of a 2-core machine: most tests are chains of small ops, process
-# start-ups and TensorFlow imports that leave a core idle (pytest 13.1 -> 8.3 minutes there).
+# start-ups and TensorFlow imports that leave a core idle.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 --durations=10
 

@@ -254,7 +254,15 @@ def _add_train_parser(sub):
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint, with its own settings "
                         "(config.json): only --epochs, --time-budget and --quiet may be given")
-    m = p.add_argument_group("model")
+    _add_model_flags(p.add_argument_group("model"))
+    _add_batch_flags(p.add_argument_group("tokens and batches"))
+    _add_optimization_flags(p.add_argument_group("optimization"))
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_train)
+    return p
+
+
+def _add_model_flags(m):
     m.add_argument("--attention", choices=("luong", "bahdanau"), default="bahdanau", help="default: bahdanau")
     m.add_argument("--score", choices=("dot", "general", "concat", "location"), default="general",
                    help="Luong score (default: general)")
@@ -270,7 +278,9 @@ def _add_train_parser(sub):
     m.add_argument("--no-accel", dest="accel", action="store_false",
                    help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "
                         "instead of the fast tier (tfattn.accel); the same losses within rounding, slower")
-    t = p.add_argument_group("tokens and batches")
+
+
+def _add_batch_flags(t):
     t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default="word", help="default: word")
     t.add_argument("--vocab-size", type=at_least(MIN_VOCAB_SIZE, " (4 ids are reserved)"), default=5000,
                    help="vocabulary size per side, the 4 reserved ids included (default: 5000)")
@@ -279,7 +289,9 @@ def _add_train_parser(sub):
                         "dropped (default: 40)")
     t.add_argument("--batch-size", type=positive_int, default=64, help="default: 64")
     t.add_argument("--no-bucket", action="store_true", help="do not group sentences by length")
-    o = p.add_argument_group("optimization")
+
+
+def _add_optimization_flags(o):
     o.add_argument("--epochs", type=positive_int,
                    help="epochs in all (default: 10; with --resume, the run's own: give more to train longer)")
     o.add_argument("--time-budget", type=duration,
@@ -294,9 +306,6 @@ def _add_train_parser(sub):
     o.add_argument("--checkpoint-every", type=positive_int, default=500,
                    help="steps between checkpoints (default: 500)")
     o.add_argument("--seed", type=non_negative_int, default=0, help="default: 0")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_train)
-    return p
 
 
 def _add_model_parser(sub, name, help, description):
@@ -379,7 +388,13 @@ def build_parser():
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n")[1])
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_demo_parser, _add_train_parser, _add_evaluate_parser, _add_translate_parser,
+                _add_export_parser, _add_plot_parser):
+        add(sub)
+    return parser
 
+
+def _add_demo_parser(sub):
     demo = sub.add_parser("demo", help="train on the offline dates corpus, export, reload, translate, plot",
                           description="Train an attention model to turn human-written dates into ISO "
                                       "dates, export it as a SavedModel, reload it, and print one JSON line.")
@@ -397,8 +412,8 @@ def build_parser():
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=_demo)
 
-    _add_train_parser(sub)
 
+def _add_evaluate_parser(sub):
     ev = _add_model_parser(sub, "evaluate", "BLEU and chrF of a model on a corpus split (JSON)",
                            "Translate a corpus split and print one JSON object: bleu, chrf, n, bleu_by_length "
                            "(sacrebleu, 13a tokenization, lowercased, against the untouched references).")
@@ -409,6 +424,8 @@ def build_parser():
     ev.add_argument("--output", help="also write the JSON to this file (for tfattn plot --bleu-by-length)")
     ev.set_defaults(func=_evaluate)
 
+
+def _add_translate_parser(sub):
     tr = _add_model_parser(sub, "translate", "translate text with a trained model",
                            "Translate the given sentences (or stdin lines) with a run or an export.")
     tr.add_argument("text", nargs="*", help="sentences to translate; read from stdin when absent")
@@ -416,6 +433,8 @@ def build_parser():
                                     "(.png is added when it has no extension)")
     tr.set_defaults(func=_translate)
 
+
+def _add_export_parser(sub):
     ex = sub.add_parser("export", help="export a run's checkpoint as a SavedModel",
                         description="Write a SavedModel (translate signatures, tokenizers inside) from a run.")
     ex.add_argument("--model", required=True, help="run directory")
@@ -426,6 +445,8 @@ def build_parser():
                          "tier's (tfattn.accel); the same translations within rounding, slower")
     ex.set_defaults(func=_export)
 
+
+def _add_plot_parser(sub):
     pl = sub.add_parser("plot", help="draw training curves or BLEU by sentence length",
                         description="Draw a run's loss/accuracy curves, or BLEU by source length from "
                                     "`tfattn evaluate --output` files (one curve per file).")
@@ -435,7 +456,6 @@ def build_parser():
                     help="image path to write; the extension chooses the format (.png is added when it has "
                          "none)")
     pl.set_defaults(func=_plot)
-    return parser
 
 
 def main(argv=None):

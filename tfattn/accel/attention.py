@@ -45,7 +45,7 @@ def attend(layer, query, memory):
     weights = masked_softmax(scores, mask)  # (batch, t_q, t_in)
     values = tf.cast(values, weights.dtype)
     if query.shape[1] == 1:  # one decoder step
-        context = tf.reduce_sum(weights[:, 0, :, None] * values, axis=1)[:, None, :]  # (batch, 1, dv)
+        context = tf.reduce_sum(tf.expand_dims(weights, -1) * tf.expand_dims(values, 1), axis=2)  # (batch, 1, dv)
     else:
         context = tf.matmul(weights, values)  # (batch, t_q, dv)
     return context, weights
@@ -56,7 +56,7 @@ def masked_softmax(scores, mask=None):
     is False; a row with every position masked gets all zeros, as `ScoredAttention` gives."""
     negative = tf.constant(large_negative(scores.dtype), scores.dtype)
     if mask is not None:
-        mask = tf.cast(mask, tf.bool)[:, None, :]  # (batch, 1, t_in)
+        mask = tf.expand_dims(tf.cast(mask, tf.bool), 1)  # (batch, 1, t_in)
         scores = tf.where(mask, scores, negative)
     # The shift only keeps exp() finite: it needs no gradient.
     shift = tf.stop_gradient(tf.reduce_max(scores, axis=-1, keepdims=True))  # (batch, t_q, 1)
@@ -69,7 +69,7 @@ def project(x, kernel):
     """`x (batch, t, d) @ kernel (d, n) -> (batch, t, n)` as one 2-D matmul (no reshape for `t = 1`)."""
     kernel = tf.cast(kernel, x.dtype)
     if x.shape[1] == 1:
-        return tf.matmul(x[:, 0, :], kernel)[:, None, :]  # (batch, 1, n)
+        return tf.expand_dims(tf.matmul(tf.squeeze(x, 1), kernel), 1)  # (batch, 1, n)
     y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)  # (batch * t, n)
     return tf.reshape(y, tf.concat([tf.shape(x)[:2], tf.shape(kernel)[1:]], axis=0))  # (batch, t, n)
 
@@ -85,7 +85,7 @@ def _scores(layer, query, keys):
     if layer.score == "concat":
         scores = _additive(project(query, layer.w_query), keys, layer.v)
     elif query.shape[1] == 1:  # dot or general, one decoder step
-        scores = tf.reduce_sum(query * keys, axis=-1)[:, None, :]  # (batch, 1, t_in)
+        scores = tf.expand_dims(tf.reduce_sum(query * keys, axis=-1), 1)  # (batch, 1, t_in)
     else:
         scores = tf.matmul(query, keys, transpose_b=True)  # (batch, t_q, t_in)
     return scores * tf.cast(layer.gain, scores.dtype) if layer.scale else scores
@@ -93,5 +93,5 @@ def _scores(layer, query, keys):
 
 def _additive(q, keys, v):
     """`v^T tanh(q + k)` for every (query step, key): `q (batch, t_q, a)`, `keys (batch, t_in, a)`."""
-    hidden = tf.tanh(q[:, :, None, :] + keys[:, None, :, :])  # (batch, t_q, t_in, a)
+    hidden = tf.tanh(tf.expand_dims(q, 2) + tf.expand_dims(keys, 1))  # (batch, t_q, t_in, a)
     return tf.reduce_sum(hidden * tf.cast(v, hidden.dtype), axis=-1)  # (batch, t_q, t_in)

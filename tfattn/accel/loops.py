@@ -59,78 +59,107 @@ def bahdanau_gru(gates_x, h0, keys, values, mask, weights):
         `(states, contexts, attention)`: `(batch, t_out, units)`, `(batch, t_out, dv)`,
         `(batch, t_out, t_in)`; step i's state is `s_i`, its context and weights are `c_i`, `alpha_i`.
     """
-    names = ("w1", "v", "kernel_rest", "recurrent_kernel", "recurrent_bias")
-    return _bahdanau_gru(mask, gates_x, h0, keys, values, *(weights[k] for k in names))
+    return _bahdanau_gru(mask, gates_x, h0, keys, values, *(weights[k] for k in _BAHDANAU_WEIGHTS))
 
 
-def _bahdanau_gru(mask, gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias):
+def _bahdanau_gru(mask, *args):
     @tf.custom_gradient
-    def loop(gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias):
-        dtype = gates_x.dtype
-        att_units = v.shape[0]
-        batch, t_in, t_out = tf.shape(keys)[0], tf.shape(keys)[1], tf.shape(gates_x)[1]
-        inputs = tf.TensorArray(dtype, size=t_out).unstack(_time_major(gates_x))  # t_out x (B, 3u)
-        saved = {k: tf.TensorArray(dtype, size=t_out, clear_after_read=False) for k in _SAVED}
-        negative = tf.constant(large_negative(dtype), dtype)
-
-        def forward(i, s, saved):
-            q = tf.matmul(s, w1)  # (B, a)
-            hid = tf.tanh(q[:, None, :] + keys)  # (B, T, a)
-            e = tf.reshape(tf.matmul(tf.reshape(hid, [-1, att_units]), v[:, None]), [batch, t_in])  # (B, T)
-            e = tf.where(mask, e, negative)
-            exp = tf.exp(e - tf.reduce_max(e, axis=-1, keepdims=True))
-            alpha = tf.where(mask, exp / tf.reduce_sum(exp, axis=-1, keepdims=True), tf.zeros_like(exp))
-            c = tf.matmul(alpha[:, None, :], values)[:, 0, :]  # (B, dv), one batched matrix-vector product
-            gx = inputs.read(i) + tf.matmul(c, kernel_rest)  # (B, 3u)
-            s_new, step = _gru_forward(gx, s, recurrent_kernel, recurrent_bias)
-            step = dict(step, hid=hid, alpha=alpha, c=c)
-            return i + 1, s_new, {k: saved[k].write(i, step[k]) for k in _SAVED}
-
-        _, s_last, saved = tf.while_loop(lambda i, *_: i < t_out, forward, (tf.constant(0), h0, saved),
-                                         maximum_iterations=t_out)
+    def loop(gates_x, h0, keys, values, *weights):
+        w = dict(zip(_BAHDANAU_WEIGHTS, weights))
+        s_last, saved = _bahdanau_forward(mask, gates_x, h0, keys, values, w)
         s_prev, contexts, alphas = (saved[k].stack() for k in ("s", "c", "alpha"))  # time-major
         states = tf.concat([s_prev[1:], s_last[None]], axis=0)  # (t_out, B, u): s_1 .. s_t_out
-        outputs = (_time_major(states), _time_major(contexts), _time_major(alphas))
 
         def backward(d_states, d_contexts, d_alphas):
             upstream = {"ds": d_states, "dc": d_contexts}
             if d_alphas is not None:  # the attention weights are an output too (None if unused)
                 upstream["dalpha"] = d_alphas
-            upstream = {k: tf.TensorArray(dtype, size=t_out).unstack(_time_major(x)) for k, x in upstream.items()}
-            grads = {k: tf.TensorArray(dtype, size=t_out) for k in ("dgx", "dgh", "dq", "dc")}
-
-            def step_back(j, ds, d_keys, d_v, grads):
-                i = t_out - 1 - j
-                step = {k: saved[k].read(i) for k in _SAVED[:-1]}
-                dgx, dgh, ds_prev = _gru_backward(ds + upstream["ds"].read(i), step, recurrent_kernel)
-                hid, alpha = step["hid"], step["alpha"]
-                # Attention.
-                dc = upstream["dc"].read(i) + tf.matmul(dgx, kernel_rest, transpose_b=True)  # (B, dv)
-                dalpha = tf.matmul(values, dc[:, :, None])[:, :, 0]  # (B, T)
-                if "dalpha" in upstream:
-                    dalpha = dalpha + upstream["dalpha"].read(i)
-                de = alpha * (dalpha - tf.reduce_sum(alpha * dalpha, axis=-1, keepdims=True))  # (B, T)
-                dhid = tf.raw_ops.TanhGrad(y=hid, dy=de[:, :, None] * v)  # (B, T, a)
-                d_v = d_v + tf.matmul(tf.reshape(de, [1, -1]), tf.reshape(hid, [-1, att_units]))[0]
-                dq = tf.reduce_sum(dhid, axis=1)  # (B, a)
-                ds_prev = ds_prev + tf.matmul(dq, w1, transpose_b=True)  # the query's share
-                grads = {k: grads[k].write(i, g) for k, g in (("dgx", dgx), ("dgh", dgh), ("dq", dq), ("dc", dc))}
-                return j + 1, ds_prev, d_keys + dhid, d_v, grads
-
-            start = (tf.constant(0), tf.zeros_like(h0), tf.zeros_like(keys), tf.zeros_like(v), grads)
-            _, d_h0, d_keys, d_v, grads = tf.while_loop(lambda j, *_: j < t_out, step_back, start,
-                                                        maximum_iterations=t_out)
+            d_h0, d_keys, d_v, grads = _bahdanau_backward(saved, upstream, h0, keys, values, w)
             d_gx, d_gh, d_q, d_c = (grads[k].stack() for k in ("dgx", "dgh", "dq", "dc"))  # time-major
-            d_values = tf.einsum("tbj,tbd->bjd", alphas, d_c)  # (B, T, dv)
-            d_w1 = _kernel_gradient(s_prev, d_q)
-            d_recurrent = _kernel_gradient(s_prev, d_gh)
-            d_kernel_rest = _kernel_gradient(contexts, d_gx)
-            d_bias = tf.reduce_sum(d_gh, axis=[0, 1])
-            return (_time_major(d_gx), d_h0, d_keys, d_values, d_w1, d_v, d_kernel_rest, d_recurrent, d_bias)
+            return (_time_major(d_gx), d_h0, d_keys,
+                    tf.einsum("tbj,tbd->bjd", alphas, d_c),  # d values (B, T, dv)
+                    _kernel_gradient(s_prev, d_q), d_v,  # d w1, d v
+                    _kernel_gradient(contexts, d_gx), _kernel_gradient(s_prev, d_gh),  # d kernel_rest, d R
+                    tf.reduce_sum(d_gh, axis=[0, 1]))  # d recurrent_bias
 
-        return outputs, backward
+        return (_time_major(states), _time_major(contexts), _time_major(alphas)), backward
 
-    return loop(gates_x, h0, keys, values, w1, v, kernel_rest, recurrent_kernel, recurrent_bias)
+    return loop(*args)
+
+
+_BAHDANAU_WEIGHTS = ("w1", "v", "kernel_rest", "recurrent_kernel", "recurrent_bias")
+
+
+def _bahdanau_forward(mask, gates_x, h0, keys, values, w):
+    """The forward loop: the last state `(B, u)` and, per step, what the backward pass reads."""
+    t_out = tf.shape(gates_x)[1]
+    inputs = tf.TensorArray(gates_x.dtype, size=t_out).unstack(_time_major(gates_x))  # t_out x (B, 3u)
+    saved = _arrays(gates_x.dtype, t_out, _SAVED, keep=True)
+
+    def forward(i, s, saved):
+        alpha, c, hid = _attend(s, keys, values, mask, w)
+        gx = inputs.read(i) + tf.matmul(c, w["kernel_rest"])  # (B, 3u)
+        s_new, step = _gru_forward(gx, s, w["recurrent_kernel"], w["recurrent_bias"])
+        step = dict(step, hid=hid, alpha=alpha, c=c)
+        return i + 1, s_new, {k: saved[k].write(i, step[k]) for k in _SAVED}
+
+    _, s_last, saved = tf.while_loop(lambda i, *_: i < t_out, forward, (tf.constant(0), h0, saved),
+                                     maximum_iterations=t_out)
+    return s_last, saved
+
+
+def _attend(s, keys, values, mask, w):
+    """Bahdanau attention with the query `s (B, u)`: weights `(B, T)`, context `(B, dv)`, and the
+    score's hidden layer `(B, T, a)`."""
+    batch, t_in, att_units = tf.shape(keys)[0], tf.shape(keys)[1], w["v"].shape[0]
+    q = tf.matmul(s, w["w1"])  # (B, a)
+    hid = tf.tanh(q[:, None, :] + keys)  # (B, T, a)
+    e = tf.reshape(tf.matmul(tf.reshape(hid, [-1, att_units]), w["v"][:, None]), [batch, t_in])  # (B, T)
+    e = tf.where(mask, e, tf.constant(large_negative(e.dtype), e.dtype))
+    exp = tf.exp(e - tf.reduce_max(e, axis=-1, keepdims=True))
+    alpha = tf.where(mask, exp / tf.reduce_sum(exp, axis=-1, keepdims=True), tf.zeros_like(exp))
+    c = tf.matmul(alpha[:, None, :], values)[:, 0, :]  # (B, dv), one batched matrix-vector product
+    return alpha, c, hid
+
+
+def _bahdanau_backward(saved, upstream, h0, keys, values, w):
+    """The backward loop, steps in reverse: the gradients of `h0`, the keys and `v`, and per step
+    `dgx`, `dgh`, `dq`, `dc` (TensorArrays) for the weight gradients taken after it."""
+    t_out = tf.shape(upstream["ds"])[1]
+    upstream = {k: tf.TensorArray(x.dtype, size=t_out).unstack(_time_major(x)) for k, x in upstream.items()}
+    grads = _arrays(h0.dtype, t_out, ("dgx", "dgh", "dq", "dc"))
+
+    def step_back(j, ds, d_keys, d_v, grads):
+        i = t_out - 1 - j
+        step = {k: saved[k].read(i) for k in _SAVED[:-1]}
+        dgx, dgh, ds_prev = _gru_backward(ds + upstream["ds"].read(i), step, w["recurrent_kernel"])
+        dc = upstream["dc"].read(i) + tf.matmul(dgx, w["kernel_rest"], transpose_b=True)  # (B, dv)
+        dalpha = tf.matmul(values, dc[:, :, None])[:, :, 0]  # (B, T)
+        if "dalpha" in upstream:
+            dalpha = dalpha + upstream["dalpha"].read(i)
+        dhid, dv_step, dq = _attend_backward(dalpha, step["alpha"], step["hid"], w["v"])
+        ds_prev = ds_prev + tf.matmul(dq, w["w1"], transpose_b=True)  # the query's share
+        grads = {k: grads[k].write(i, g) for k, g in (("dgx", dgx), ("dgh", dgh), ("dq", dq), ("dc", dc))}
+        return j + 1, ds_prev, d_keys + dhid, d_v + dv_step, grads
+
+    start = (tf.constant(0), tf.zeros_like(h0), tf.zeros_like(keys), tf.zeros_like(w["v"]), grads)
+    _, d_h0, d_keys, d_v, grads = tf.while_loop(lambda j, *_: j < t_out, step_back, start,
+                                                maximum_iterations=t_out)
+    return d_h0, d_keys, d_v, grads
+
+
+def _attend_backward(dalpha, alpha, hid, v):
+    """Back through the softmax and the score, given `dalpha (B, T)`: the gradients of the hidden
+    layer `(B, T, a)` (which is the keys' too), of `v` `(a,)` and of the query's projection `(B, a)`."""
+    de = alpha * (dalpha - tf.reduce_sum(alpha * dalpha, axis=-1, keepdims=True))  # (B, T); 0 where masked
+    dhid = tf.raw_ops.TanhGrad(y=hid, dy=de[:, :, None] * v)  # (B, T, a)
+    dv = tf.matmul(tf.reshape(de, [1, -1]), tf.reshape(hid, [-1, v.shape[0]]))[0]  # (a,)
+    return dhid, dv, tf.reduce_sum(dhid, axis=1)
+
+
+def _arrays(dtype, size, names, keep=False):
+    """A dict of TensorArrays, one per name; `keep`: readable more than once."""
+    return {k: tf.TensorArray(dtype, size=size, clear_after_read=not keep) for k in names}
 
 
 def _kernel_gradient(inputs, d_outputs):
@@ -180,67 +209,24 @@ def gru(directions, mask=None):
 def _gru(mask, reverses, *flat):
     @tf.custom_gradient
     def loop(*flat):
-        n_dir = len(reverses)
         gates_x, h0, kernels, biases = (flat[k::4] for k in range(4))
-        dtype = gates_x[0].dtype
         t_max = tf.shape(gates_x[0])[1]
         masks = None
         if mask is not None:
             masks = tf.TensorArray(tf.bool, size=t_max, clear_after_read=False).unstack(
                 tf.transpose(mask)[:, :, None])  # t x (B, 1)
-        inputs = [tf.TensorArray(dtype, size=t_max).unstack(_time_major(g)) for g in gates_x]
-        saved = [{k: tf.TensorArray(dtype, size=t_max, clear_after_read=False) for k in _GRU_SAVED}
-                 for _ in range(n_dir)]
-        outs = [tf.TensorArray(dtype, size=t_max) for _ in range(n_dir)]
         position = lambda i, d: t_max - 1 - i if reverses[d] else i  # noqa: E731
-
-        def forward(i, states, saved, outs):
-            new_states, new_saved, new_outs = [], [], []
-            for d in range(n_dir):
-                t, s = position(i, d), states[d]
-                s_new, step = _gru_forward(inputs[d].read(t), s, kernels[d], biases[d])
-                out = s_new
-                if masks is not None:
-                    real = masks.read(t)  # (B, 1)
-                    s_new, out = tf.where(real, s_new, s), tf.where(real, s_new, tf.zeros_like(s_new))
-                new_saved.append({k: saved[d][k].write(t, step[k]) for k in _GRU_SAVED})
-                new_outs.append(outs[d].write(t, out))
-                new_states.append(s_new)
-            return i + 1, new_states, new_saved, new_outs
-
-        _, finals, saved, outs = tf.while_loop(lambda i, *_: i < t_max, forward,
-                                               (tf.constant(0), list(h0), saved, outs), maximum_iterations=t_max)
+        finals, saved, outs = _gru_forward_loop(gates_x, h0, kernels, biases, masks, position)
         results = []
-        for d in range(n_dir):
+        for d in range(len(reverses)):
             results += [_time_major(outs[d].stack()), finals[d]]
 
         def backward(*upstream):
             # An output nobody used (a final state the caller dropped) has no upstream gradient.
             upstream = [tf.zeros_like(x) if g is None else g for g, x in zip(upstream, results)]
-            d_outs = [tf.TensorArray(dtype, size=t_max).unstack(_time_major(upstream[2 * d])) for d in range(n_dir)]
-            d_finals = [upstream[2 * d + 1] for d in range(n_dir)]
-            grads = [{k: tf.TensorArray(dtype, size=t_max) for k in ("dgx", "dgh")} for _ in range(n_dir)]
-
-            def step_back(j, ds_all, grads):
-                new_ds, new_grads = [], []
-                for d in range(n_dir):
-                    t, ds = position(t_max - 1 - j, d), ds_all[d]
-                    ds_new = ds + d_outs[d].read(t)  # the gradient reaching this step's new state
-                    if masks is not None:  # a padding step passed the state through, untouched
-                        real, zeros = masks.read(t), tf.zeros_like(ds)
-                        ds_new, ds_kept = tf.where(real, ds_new, zeros), tf.where(real, zeros, ds)
-                    step = {k: saved[d][k].read(t) for k in _GRU_SAVED}
-                    dgx, dgh, ds_prev = _gru_backward(ds_new, step, kernels[d])
-                    if masks is not None:
-                        ds_prev = ds_prev + ds_kept
-                    new_grads.append({"dgx": grads[d]["dgx"].write(t, dgx), "dgh": grads[d]["dgh"].write(t, dgh)})
-                    new_ds.append(ds_prev)
-                return j + 1, new_ds, new_grads
-
-            _, d_h0, grads = tf.while_loop(lambda j, *_: j < t_max, step_back, (tf.constant(0), d_finals, grads),
-                                           maximum_iterations=t_max)
+            d_h0, grads = _gru_backward_loop(upstream, saved, kernels, masks, position)
             result = []
-            for d in range(n_dir):
+            for d in range(len(reverses)):
                 d_gh = grads[d]["dgh"].stack()  # (t, B, 3u)
                 d_kernel = _kernel_gradient(saved[d]["s"].stack(), d_gh)
                 result += [_time_major(grads[d]["dgx"].stack()), d_h0[d], d_kernel, tf.reduce_sum(d_gh, axis=[0, 1])]
@@ -249,6 +235,60 @@ def _gru(mask, reverses, *flat):
         return results, backward
 
     return loop(*flat)
+
+
+def _gru_forward_loop(gates_x, h0, kernels, biases, masks, position):
+    """`gru`'s forward loop, every direction in each iteration: the final states, and per direction
+    the saved tensors (`_GRU_SAVED`) and the outputs, as TensorArrays by position."""
+    n_dir, dtype, t_max = len(gates_x), gates_x[0].dtype, tf.shape(gates_x[0])[1]
+    inputs = [tf.TensorArray(dtype, size=t_max).unstack(_time_major(g)) for g in gates_x]
+    saved = [_arrays(dtype, t_max, _GRU_SAVED, keep=True) for _ in range(n_dir)]
+    outs = [tf.TensorArray(dtype, size=t_max) for _ in range(n_dir)]
+
+    def forward(i, states, saved, outs):
+        new_states, new_saved, new_outs = [], [], []
+        for d in range(n_dir):
+            t, s = position(i, d), states[d]
+            s_new, step = _gru_forward(inputs[d].read(t), s, kernels[d], biases[d])
+            out = s_new
+            if masks is not None:  # a padding position keeps the state and outputs zeros
+                real = masks.read(t)  # (B, 1)
+                s_new, out = tf.where(real, s_new, s), tf.where(real, s_new, tf.zeros_like(s_new))
+            new_saved.append({k: saved[d][k].write(t, step[k]) for k in _GRU_SAVED})
+            new_outs.append(outs[d].write(t, out))
+            new_states.append(s_new)
+        return i + 1, new_states, new_saved, new_outs
+
+    _, finals, saved, outs = tf.while_loop(lambda i, *_: i < t_max, forward,
+                                           (tf.constant(0), list(h0), saved, outs), maximum_iterations=t_max)
+    return finals, saved, outs
+
+
+def _gru_backward_loop(upstream, saved, kernels, masks, position):
+    """`gru`'s backward loop, positions in reverse: the gradients of the initial states, and per
+    direction `dgx`, `dgh` (TensorArrays by position). `upstream`: outputs' and final states'
+    gradients, alternating by direction."""
+    n_dir, dtype, t_max = len(kernels), upstream[0].dtype, tf.shape(upstream[0])[1]
+    d_outs = [tf.TensorArray(dtype, size=t_max).unstack(_time_major(upstream[2 * d])) for d in range(n_dir)]
+    grads = [_arrays(dtype, t_max, ("dgx", "dgh")) for _ in range(n_dir)]
+
+    def step_back(j, ds_all, grads):
+        new_ds, new_grads = [], []
+        for d in range(n_dir):
+            t, ds = position(t_max - 1 - j, d), ds_all[d]
+            ds_new = ds + d_outs[d].read(t)  # the gradient reaching this step's new state
+            if masks is not None:  # a padding step passed the state through, untouched
+                real, zeros = masks.read(t), tf.zeros_like(ds)
+                ds_new, ds_kept = tf.where(real, ds_new, zeros), tf.where(real, zeros, ds)
+            dgx, dgh, ds_prev = _gru_backward(ds_new, {k: saved[d][k].read(t) for k in _GRU_SAVED}, kernels[d])
+            new_ds.append(ds_prev + ds_kept if masks is not None else ds_prev)
+            new_grads.append({"dgx": grads[d]["dgx"].write(t, dgx), "dgh": grads[d]["dgh"].write(t, dgh)})
+        return j + 1, new_ds, new_grads
+
+    d_finals = [upstream[2 * d + 1] for d in range(n_dir)]
+    _, d_h0, grads = tf.while_loop(lambda j, *_: j < t_max, step_back, (tf.constant(0), d_finals, grads),
+                                   maximum_iterations=t_max)
+    return d_h0, grads
 
 
 def _gru_forward(gx, s, recurrent_kernel, recurrent_bias):

@@ -238,13 +238,7 @@ def _train(run, config, trainer, datasets, tokenizers, resume, echo):
                                         checkpoint_interval=config.checkpoint_every)
     best = tf.train.CheckpointManager(checkpoint, run.path("best"), max_to_keep=1)
     if resume and latest.latest_checkpoint:
-        checkpoint.restore(latest.latest_checkpoint).assert_existing_objects_matched()
-        echo(f"resumed from step {trainer.step} (epoch {int(trainer.epoch)}, batch {int(trainer.position)})")
-        run.log(event="resume", step=trainer.step)
-        if os.path.exists(run.path("history.json")):  # the epochs before, continued
-            trainer.history = run.read_json("history.json")
-        if int(trainer.epoch) > config.train.epochs:
-            echo(f"the run has trained its {config.train.epochs} epochs; pass --epochs to train longer")
+        _restore(run, config, trainer, checkpoint, latest.latest_checkpoint, echo)
 
     def save_latest(event, check_interval=False, **record):
         """The latest state, named by step: every `checkpoint_every` steps (`check_interval`), or now."""
@@ -272,6 +266,17 @@ def _train(run, config, trainer, datasets, tokenizers, resume, echo):
     save_latest("end")
     run.write_json("history.json", history)
     return _finish(run, config, trainer, tokenizers, best, history)
+
+
+def _restore(run, config, trainer, checkpoint, path, echo):
+    """Restores the run's latest state from the checkpoint at `path`, and its history."""
+    checkpoint.restore(path).assert_existing_objects_matched()
+    echo(f"resumed from step {trainer.step} (epoch {int(trainer.epoch)}, batch {int(trainer.position)})")
+    run.log(event="resume", step=trainer.step)
+    if os.path.exists(run.path("history.json")):  # the epochs before, continued
+        trainer.history = run.read_json("history.json")
+    if int(trainer.epoch) > config.train.epochs:
+        echo(f"the run has trained its {config.train.epochs} epochs; pass --epochs to train longer")
 
 
 def _datasets(config, parts, tokenizers):
