@@ -90,6 +90,10 @@ TRAIN_FLAGS = ["--units", "32", "--embedding-dim", "16", "--batch-size", "8", "-
 # KeyboardInterrupt before doing anything else.
 STOPPING_CHILD = """
 import os, signal, sys, time
+# As `tfattn` starts from a shell, whatever signal state the test runner's process left to inherit
+# (an ignored or blocked SIGINT would never raise KeyboardInterrupt here).
+inherited = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import tensorflow as tf
 from tfattn import cli
 
@@ -102,7 +106,7 @@ def save_then_stop(manager, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGSTOP)
         for _ in range(6000):  # continued: the test's signal arrives here (at most 60 s)
             time.sleep(0.01)
-        sys.exit(f"continued after step {stop_step} without a signal")
+        sys.exit(f"continued after step {stop_step} without a signal (inherited SIGINT state: {inherited})")
     return path
 
 tf.train.CheckpointManager.save = save_then_stop
