@@ -21,7 +21,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-MODELS = [("bahdanau", True), ("luong", True), ("luong", False)]  # (attention, input feeding), units 256
+MODELS = {"bahdanau": ("bahdanau", True), "luong-feed": ("luong", True), "luong-nofeed": ("luong", False)}
+# name: (attention, input feeding); units 256
 
 CHILD = r"""
 import json, sys, time
@@ -87,9 +88,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         batches = os.path.join(tmp, "batches.npz")
         write_batches(batches, args.steps)
-        ratios = {f"{a}{'' if a == 'bahdanau' else ('-feed' if f else '-nofeed')}": [] for a, f in MODELS}
+        ratios = {name: [] for name in MODELS}
         for _ in range(args.rounds):
-            for (attention, feeding), name in zip(MODELS, ratios):
+            for name, (attention, feeding) in MODELS.items():
                 before, after = (time_step(tree, batches, attention, feeding, args.steps)
                                  for tree in (args.before, args.after))
                 ratios[name].append(round(after / before, 3))

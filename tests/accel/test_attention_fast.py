@@ -77,7 +77,7 @@ def test_fast_attention_equals_the_layer_call(name, t_q):
 def test_masked_softmax_by_hand():
     # Scores (0, ln 3, 5) with the last position masked: softmax over (0, ln 3) = (1/4, 3/4), then 0.
     scores = tf.constant([[[0.0, np.log(3.0), 5.0]], [[1.0, 1.0, 1.0]]])
-    mask = tf.constant([[True, True, False], [False, False, False]])
+    mask = tf.constant([[[True, True, False]], [[False, False, False]]])  # (batch, 1, t_in)
     weights = fast_attention.masked_softmax(scores, mask).numpy()
     np.testing.assert_allclose(weights[0, 0], [0.25, 0.75, 0.0], rtol=1e-6)
     np.testing.assert_array_equal(weights[1, 0], [0.0, 0.0, 0.0])  # every position masked: all zeros

@@ -42,6 +42,8 @@ def attend(layer, query, memory):
     if scores is None:
         return layer(query, values, mask=mask, prepared_keys=keys)
     # 2. Masked softmax; 3. the weighted sum of the values.
+    if mask is not None:
+        mask = tf.expand_dims(tf.cast(mask, tf.bool), 1)  # (batch, 1, t_in)
     weights = masked_softmax(scores, mask)  # (batch, t_q, t_in)
     values = tf.cast(values, weights.dtype)
     if query.shape[1] == 1:  # one decoder step
@@ -52,14 +54,13 @@ def attend(layer, query, memory):
 
 
 def masked_softmax(scores, mask=None):
-    """Softmax over the last axis of `scores (batch, t_q, t_in)`, exactly 0 where `mask (batch, t_in)`
-    is False; a row with every position masked gets all zeros, as `ScoredAttention` gives."""
-    negative = tf.constant(large_negative(scores.dtype), scores.dtype)
+    """Softmax over the last axis of `scores`, exactly 0 where the bool `mask` (the rank of `scores`,
+    broadcast against it) is False; a row with every position masked gets all zeros, as
+    `ScoredAttention` gives."""
     if mask is not None:
-        mask = tf.expand_dims(tf.cast(mask, tf.bool), 1)  # (batch, 1, t_in)
-        scores = tf.where(mask, scores, negative)
+        scores = tf.where(mask, scores, tf.constant(large_negative(scores.dtype), scores.dtype))
     # The shift only keeps exp() finite: it needs no gradient.
-    shift = tf.stop_gradient(tf.reduce_max(scores, axis=-1, keepdims=True))  # (batch, t_q, 1)
+    shift = tf.stop_gradient(tf.reduce_max(scores, axis=-1, keepdims=True))
     exp = tf.exp(scores - shift)
     weights = exp / tf.reduce_sum(exp, axis=-1, keepdims=True)
     return weights if mask is None else tf.where(mask, weights, tf.zeros_like(weights))

@@ -36,7 +36,7 @@ After the loop, with S, C the stacked s_{i-1}, c_i:
 import tensorflow as tf
 
 from tfattn.accel import rnn
-from tfattn.layers.attention import large_negative
+from tfattn.accel.attention import masked_softmax
 
 _SAVED = ("s", "z", "r", "n", "gh_n", "hid", "alpha", "c")  # what the Bahdanau backward pass reads, per step
 
@@ -115,9 +115,7 @@ def _attend(s, keys, values, mask, w):
     q = tf.matmul(s, w["w1"])  # (B, a)
     hid = tf.tanh(q[:, None, :] + keys)  # (B, T, a)
     e = tf.reshape(tf.matmul(tf.reshape(hid, [-1, att_units]), w["v"][:, None]), [batch, t_in])  # (B, T)
-    e = tf.where(mask, e, tf.constant(large_negative(e.dtype), e.dtype))
-    exp = tf.exp(e - tf.reduce_max(e, axis=-1, keepdims=True))
-    alpha = tf.where(mask, exp / tf.reduce_sum(exp, axis=-1, keepdims=True), tf.zeros_like(exp))
+    alpha = masked_softmax(e, mask)  # (B, T)
     c = tf.matmul(alpha[:, None, :], values)[:, 0, :]  # (B, dv), one batched matrix-vector product
     return alpha, c, hid
 
