@@ -56,7 +56,7 @@ def test_corpus_properties_and_summary():
     assert corpus.targets == ["Go.", "Hi."]
     assert corpus.line_index == [0, 1]
     assert len(corpus) == 2
-    assert corpus.summary() == "tiny.txt: 3 lines read, 1 skipped (line 2: no tab)"
+    assert corpus.summary() == "tiny.txt: 3 lines read, 1 skipped (no tab: line 2)"
 
 
 def test_corpus_rejects_line_index_of_wrong_length():
@@ -166,8 +166,8 @@ def test_bad_lines_are_skipped_and_counted(tmp_path):
     assert (corpus.lines_read, corpus.lines_skipped) == (7, 5)
     assert corpus.skipped == [(n, reason) for n, (_, reason) in enumerate(BAD_LINES, start=2)]
     assert corpus.summary() == (
-        "bad.txt: 7 lines read, 5 skipped (line 2: blank line; line 3: no tab; "
-        "line 4: empty source; line 5: empty target; line 6: invalid UTF-8 at byte 0)"
+        "bad.txt: 7 lines read, 5 skipped (blank line: line 2; no tab: line 3; "
+        "empty source: line 4; empty target: line 5; invalid UTF-8: line 6)"
     )
 
 
@@ -187,7 +187,51 @@ def test_only_first_20_skipped_lines_are_kept(tmp_path):
     corpus = corpora.load_anki(write_anki(tmp_path / "spa.txt", count=26, bad=set(range(1, 26))))
     assert (len(corpus), corpus.lines_skipped, len(corpus.skipped)) == (1, 25, 20)
     assert corpus.skipped[-1] == (21, "blank line")
-    assert corpus.summary().endswith("line 21: blank line; and 5 more)")
+    assert corpus.summary() == "spa.txt: 26 lines read, 25 skipped (blank line: 25 lines (2, 3, 4, ...))"
+
+
+def test_summary_counts_each_kind_of_reason_once(tmp_path):
+    # 1,000 lines: every line i % 3 == 1 invalid UTF-8 at a byte that varies, i % 3 == 2 without a tab.
+    lines = [b"\xff" * (i % 7) + b"\xfe\tx" if i % 3 == 1 else b"no tab" if i % 3 == 2 else b"a\tb"
+             for i in range(1000)]
+    (tmp_path / "mixed.txt").write_bytes(b"\n".join(lines) + b"\n")
+    summary = corpora.load_anki(tmp_path / "mixed.txt").summary()
+    assert summary == ("mixed.txt: 1000 lines read, 666 skipped (invalid UTF-8: 333 lines (2, 5, 8, ...); "
+                       "no tab: 333 lines (3, 6, 9, ...))")
+
+
+# --- encodings, text cleaning, BOM, CRLF ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_a_file_with_a_utf16_or_utf32_byte_order_mark_is_decoded(tmp_path, encoding):
+    text = "Go.\tVe.\n¿Qué?\t¿Qué tal?\r\nno tab\n"
+    bom = {"utf-16": b"", "utf-16-be": b"\xfe\xff", "utf-32": b""}[encoding]  # Python's utf-16/32 write one
+    (tmp_path / "wide.txt").write_bytes(bom + text.encode(encoding))
+    (tmp_path / "narrow.txt").write_text(text, encoding="utf-8", newline="")
+    wide, narrow = corpora.load_anki(tmp_path / "wide.txt"), corpora.load_anki(tmp_path / "narrow.txt")
+    assert wide.pairs == narrow.pairs == [("Ve.", "Go."), ("¿Qué tal?", "¿Qué?")]
+    assert wide.skipped == [(3, "no tab")]
+
+
+@pytest.mark.parametrize("encoding, message", [
+    ("utf-16-le", r"looks like UTF-16LE text without a byte order mark \(\d+ NUL bytes in its first \d+\); "
+                  r"save it as UTF-8 \(e\.g\. iconv -f UTF-16LE -t UTF-8 wide\.txt > utf8-wide\.txt\)"),
+    ("utf-16-be", r"looks like UTF-16BE text without a byte order mark"),
+    ("utf-32-le", r"is not UTF-8 text \(\d+ NUL bytes in its first \d+: UTF-32 without a byte order mark, or binary\)"),
+])
+def test_nul_rich_text_without_a_byte_order_mark_is_refused(tmp_path, encoding, message):
+    (tmp_path / "wide.txt").write_bytes("Go.\tVe.\nRun!\tCorre!\n".encode(encoding))
+    with pytest.raises(ValueError, match=message):
+        corpora.load_anki(tmp_path / "wide.txt")
+
+
+def test_a_directory_given_as_a_corpus_file_says_so(tmp_path):
+    write_anki(tmp_path / "spa.txt")
+    (tmp_path / "_about.txt").write_text("about")
+    with pytest.raises(IsADirectoryError, match=r"is a directory; pass the sentence-pair file in it \(it holds "
+                                                r"spa\.txt\), or, for aligned SPLIT\.LANG files, --format parallel"):
+        corpora.load_anki(tmp_path)
 
 
 # --- text cleaning, BOM, CRLF ---------------------------------------------------------------------
@@ -243,7 +287,7 @@ def test_load_parallel(tmp_path):
     corpus = corpora.load_parallel(tmp_path / "train.de", tmp_path / "train.en")
     assert corpus.pairs == [("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats.")]
     assert corpus.skipped == [(3, "empty source")]
-    assert corpus.summary() == "train.de + train.en: 3 lines read, 1 skipped (line 3: empty source)"
+    assert corpus.summary() == "train.de + train.en: 3 lines read, 1 skipped (empty source: line 3)"
     with pytest.raises(ValueError, match=r"train\.de \+ .*train\.en, line 3: empty source"):
         corpora.load_parallel(tmp_path / "train.de", tmp_path / "train.en", strict=True)
 

@@ -7,7 +7,9 @@ builder), so both read a file the same way and split it the same way.
 
 Lines are read in binary and each is decoded on its own, so one bad line (blank, no tab, an empty
 side, bytes that are not UTF-8) comes back with its reason instead of failing the whole file. A UTF-8
-byte order mark at the start of a file is ignored and CRLF line ends are accepted. Every text is
+byte order mark at the start of a file is ignored and CRLF line ends are accepted. A file that starts
+with a UTF-16 or UTF-32 byte order mark is decoded as such; one full of NUL bytes without a mark is
+refused with one line (`text_encoding`), instead of being read as pairs of split characters. Every text is
 cleaned the same way: the no-break spaces U+00A0, U+2007 and U+202F become a plain space and
 surrounding whitespace is stripped.
 
@@ -34,6 +36,9 @@ SPLITS = ("train", "validation", "test")
 SPLIT_PERIOD = 50
 
 _BOM = b"\xef\xbb\xbf"
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),  # before UTF-16's
+              (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+_SNIFF_BYTES = 4096
 _SPACES = str.maketrans({"\u00a0": " ", "\u2007": " ", "\u202f": " "})
 
 
@@ -97,11 +102,50 @@ def decode(raw):
 
 
 def require_file(path):
-    """Raises `FileNotFoundError` naming the absolute path unless `path` is a file."""
+    """Raises `FileNotFoundError` (or `IsADirectoryError`) naming the absolute path unless `path`
+    is a file."""
+    if os.path.isdir(path):
+        inside = sorted(p.name for p in pathlib.Path(path).glob("*.t[xs][tv]") if not p.name.startswith("_"))
+        hint = f" (it holds {', '.join(inside[:3])})" if inside else ""
+        raise IsADirectoryError(
+            f"{os.path.abspath(path)} is a directory; pass the sentence-pair file in it{hint}, or, for "
+            f"aligned SPLIT.LANG files, --format parallel. Received: path={str(path)!r}"
+        )
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f"No such corpus file: {os.path.abspath(path)}. Received: path={str(path)!r}"
         )
+
+
+def text_encoding(path):
+    """The encoding of a corpus file: `"utf-16"` or `"utf-32"` if it starts with their byte order
+    mark, else `"utf-8"`.
+
+    Raises:
+        ValueError: if the file starts with many NUL bytes and no byte order mark: UTF-16 or UTF-32
+            without one, or not text at all (one clear line, instead of pairs of split characters).
+    """
+    with open(path, "rb") as file:
+        head = file.read(_SNIFF_BYTES)
+    for bom, encoding in _WIDE_BOMS:
+        if head.startswith(bom):
+            return encoding
+    nuls = head.count(0)
+    if nuls < max(1, len(head) // 8):
+        return "utf-8"
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    guess = "UTF-16LE" if odd > 4 * even else "UTF-16BE" if even > 4 * odd else None
+    name = os.path.basename(path)
+    if guess:
+        raise ValueError(
+            f"{path} looks like {guess} text without a byte order mark ({nuls} NUL bytes in its first "
+            f"{len(head)}); save it as UTF-8 (e.g. iconv -f {guess} -t UTF-8 {name} > utf8-{name}). "
+            f"Received: path={str(path)!r}"
+        )
+    raise ValueError(
+        f"{path} is not UTF-8 text ({nuls} NUL bytes in its first {len(head)}: UTF-32 without a byte "
+        f"order mark, or binary); a text corpus, one pair per line, is expected. Received: path={str(path)!r}"
+    )
 
 
 def read_lines(path):
@@ -117,6 +161,10 @@ def read_lines(path):
         FileNotFoundError: if `path` is not a file, naming it.
     """
     require_file(path)
+    encoding = text_encoding(path)
+    if encoding != "utf-8":
+        yield from _read_wide_lines(path, encoding)
+        return
     with open(path, "rb") as file:
         for number, raw in enumerate(file, start=1):
             if number == 1 and raw.startswith(_BOM):
@@ -126,6 +174,20 @@ def read_lines(path):
             if raw.endswith(b"\r"):
                 raw = raw[:-1]
             yield (number, *decode(raw))
+
+
+def _read_wide_lines(path, encoding):
+    """`read_lines` of a UTF-16 or UTF-32 file (its byte order mark says which byte order)."""
+    number = 0
+    try:
+        with open(path, encoding=encoding, newline="\n") as file:
+            for number, line in enumerate(file, start=1):
+                yield number, line.removesuffix("\n").removesuffix("\r"), None
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{path}: invalid {encoding.upper()} after line {number} ({error.reason}); save the file as "
+            f"UTF-8. Received: path={str(path)!r}"
+        ) from None
 
 
 def sides_problem(source, target):

@@ -24,6 +24,7 @@ len(splits["test"])       # 2380
 import dataclasses
 import os
 import pathlib
+import re
 import urllib.error
 import urllib.parse
 import warnings
@@ -44,6 +45,7 @@ from tfattn.data.anki import (
 
 FORMATS = ("anki", "tsv", "parallel")
 MAX_SKIPPED_KEPT = 20
+SHOWN_LINES_PER_REASON = 3
 URL_SCHEMES = ("http", "https", "file")
 
 _SHOWN_CHARS = 200
@@ -58,6 +60,9 @@ class Corpus:
         lines_read: int. Lines (or examples) read, bad ones included. Defaults to `0`.
         lines_skipped: int. Lines skipped as bad. Defaults to `0`.
         skipped: list of `(line_number, reason)`, 1-based, at most the first 20. Defaults to `[]`.
+        reasons: dict. Every kind of reason (`"no tab"`, `"invalid UTF-8"`, ...) -> `[lines
+            skipped for it, [its first 3 line numbers]]`, in order of first appearance. Defaults
+            to the kinds of `skipped`.
         name: str. Where the pairs came from, e.g. `"spa.txt"`. Defaults to `""`.
         line_index: list of int. The 0-based line index in the file of each pair; used by
             `split_pairs`. Defaults to `range(len(pairs))`.
@@ -67,7 +72,7 @@ class Corpus:
     >>> corpus = Corpus([("Ve.", "Go.")], lines_read=2, lines_skipped=1,
     ...                 skipped=[(2, "no tab")], name="tiny.txt")
     >>> corpus.summary()
-    'tiny.txt: 2 lines read, 1 skipped (line 2: no tab)'
+    'tiny.txt: 2 lines read, 1 skipped (no tab: line 2)'
     """
 
     pairs: list
@@ -76,8 +81,12 @@ class Corpus:
     skipped: list = dataclasses.field(default_factory=list)
     name: str = ""
     line_index: list = dataclasses.field(default_factory=list)
+    reasons: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        if not self.reasons:
+            for number, reason in self.skipped:
+                _count_reason(self.reasons, number, reason)
         if not self.line_index:
             self.line_index = list(range(len(self.pairs)))
         if len(self.line_index) != len(self.pairs):
@@ -100,14 +109,30 @@ class Corpus:
         return [target for _, target in self.pairs]
 
     def summary(self):
-        """Returns one line: the name, lines read, lines skipped and the first reasons."""
+        """Returns one short line: the name, lines read, lines skipped, and each reason with how
+        many lines it skipped and the first of them, e.g. `"no tab: 990 lines (2, 5, 9, ...)"`."""
         line = f"{self.name}: {self.lines_read} lines read, {self.lines_skipped} skipped"
-        if not self.skipped:
+        if not self.reasons:
             return line
-        reasons = [f"line {number}: {reason}" for number, reason in self.skipped]
-        if self.lines_skipped > len(self.skipped):
-            reasons.append(f"and {self.lines_skipped - len(self.skipped)} more")
+        reasons = []
+        for kind, (count, numbers) in self.reasons.items():
+            shown = ", ".join(map(str, numbers))
+            reasons.append(f"{kind}: line {shown}" if count == 1 else f"{kind}: lines {shown}"
+                           if count == len(numbers) else f"{kind}: {count} lines ({shown}, ...)")
+        counted = sum(count for count, _ in self.reasons.values())
+        if self.lines_skipped > counted:
+            reasons.append(f"and {self.lines_skipped - counted} more")
         return f"{line} ({'; '.join(reasons)})"
+
+
+def _count_reason(reasons, number, reason):
+    """Counts line `number` under its kind of reason: `"invalid UTF-8 at byte 3"` -> `"invalid UTF-8"`,
+    `"too few columns (found 2, need 3)"` -> `"too few columns"`."""
+    kind = re.sub(r" at byte \d+$| \(.*\)$", "", reason)
+    count, numbers = reasons.setdefault(kind, [0, []])
+    reasons[kind][0] = count + 1
+    if len(numbers) < SHOWN_LINES_PER_REASON:
+        numbers.append(number)
 
 
 class _Collector:
@@ -115,7 +140,7 @@ class _Collector:
 
     def __init__(self, where, strict):
         self.where, self.strict = where, strict
-        self.pairs, self.line_index, self.skipped, self.lines_skipped = [], [], [], 0
+        self.pairs, self.line_index, self.skipped, self.lines_skipped, self.reasons = [], [], [], 0, {}
 
     def keep(self, number, source, target):
         self.pairs.append((source, target))
@@ -128,6 +153,7 @@ class _Collector:
                 f"and count bad lines. Received: line={_shorten(received)!r}"
             )
         self.lines_skipped += 1
+        _count_reason(self.reasons, number, reason)
         if len(self.skipped) < MAX_SKIPPED_KEPT:
             self.skipped.append((number, reason))
 
@@ -139,6 +165,7 @@ class _Collector:
             skipped=self.skipped,
             name=name,
             line_index=self.line_index,
+            reasons=self.reasons,
         )
 
 
@@ -232,8 +259,7 @@ def _parallel_line(source_line, target_line):
 
 
 def _count_lines(path):
-    with open(path, "rb") as file:
-        return sum(1 for _ in file)
+    return sum(1 for _ in read_lines(path))
 
 
 def load_parallel(source_path, target_path, strict=False):
@@ -531,6 +557,8 @@ def load_corpus(spec, format=None, strict=False, **kw):
             f"spa-eng/spa.txt), or pass its file:// URL ({pathlib.Path(spec).resolve().as_uri()}) "
             f"to have it extracted into the Keras cache. Received: spec={spec!r}"
         )
+    if format != "parallel" and os.path.isdir(spec):
+        require_file(spec)  # says it is a directory, and what it holds
     format = _resolve_format(spec, format)
     if format == "parallel":
         return _load_parallel_prefix(spec, strict, **kw)
