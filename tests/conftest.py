@@ -130,6 +130,23 @@ def _seeded():
     keras.utils.set_random_seed(0)
 
 
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory):
+    """A finished run (`tfattn train` in a child process): 600 date lines, 2 epochs of 72 steps,
+    checkpoints every 10 steps; `(run directory, summary dict)`. Tests copy it before changing it."""
+    import json
+
+    from processes import TRAIN_FLAGS, tfattn, write_anki
+
+    tmp = tmp_path_factory.mktemp("run")
+    write_anki(tmp / "d.txt", 600)
+    run = str(tmp / "run")
+    proc = tfattn("train", "--corpus", str(tmp / "d.txt"), "--out", run, "--epochs", "2", *TRAIN_FLAGS)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return run, json.loads(out.strip().splitlines()[-1])
+
+
 def run_main(capsys, *args):
     """`tfattn ARGS` in this process: (exit status, stdout, stderr)."""
     from tfattn.cli import main

@@ -374,3 +374,95 @@ def test_demo_errors_are_counted_by_date_form():
     # "March 5th, 2019" (full month name and a comma) is none of the forms.
     assert errors_by_form(wrong) == {"dot_dmy_short": 2, "mon_ordinal_year": 1, "None": 1}
     assert list(errors_by_form(wrong))[0] == "dot_dmy_short"  # most frequent first
+
+
+# -- unusable corpora and messages: one line each, before anything is written ----------------------
+
+def dates_corpus(path, n=600, encoding="utf-8"):
+    from processes import write_anki
+
+    write_anki(path, n)
+    path.write_bytes(path.read_text(encoding="utf-8").encode(encoding))
+    return str(path)
+
+
+def last_error(err):
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and lines[-1].startswith("tfattn: error: "), err
+    return lines[-1]
+
+
+def test_a_utf16_corpus_without_a_byte_order_mark_is_refused(capsys, tmp_path):
+    corpus = dates_corpus(tmp_path / "d.txt", encoding="utf-16-le")
+    status, _, err = run_main(capsys, "train", "--corpus", corpus, "--out", str(tmp_path / "run"), "--quiet")
+    assert status == 2 and "looks like UTF-16LE text without a byte order mark" in last_error(err)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_length_limit_that_leaves_no_pairs_is_refused(capsys, tmp_path):
+    from tfattn.data.corpora import load_anki, split_pairs
+
+    corpus = dates_corpus(tmp_path / "d.txt")
+    train = split_pairs(load_anki(corpus))["train"]
+    # --max-length 3 leaves one character between [START] and [END]: no date is that short.
+    status, _, err = run_main(capsys, "train", "--corpus", corpus, "--out", str(tmp_path / "run"), "--max-length", "3",
+                              "--tokenizer", "char", "--quiet")
+    n = f"{len(train):,}"
+    assert status == 2 and last_error(err) == (
+        f"tfattn: error: No train pairs are left: the length limit drops all {n} ({n} with a source longer than 3 "
+        f"tokens, {n} with a target longer than 3; [START] and [END] count). Pass a larger --max-length. "
+        "Received: max_length=3")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_directory_given_as_an_anki_corpus_says_so(capsys, tmp_path):
+    (tmp_path / "spa-eng").mkdir()
+    dates_corpus(tmp_path / "spa-eng" / "spa.txt")
+    for extra in ([], ["--format", "anki"]):
+        status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "spa-eng"), *extra,
+                                  "--out", str(tmp_path / "run"), "--quiet")
+        assert status == 2 and "spa-eng is a directory; pass the sentence-pair file in it (it holds spa.txt)" in err
+
+
+def test_a_binary_corpus_is_one_short_line_naming_each_reason_once(capsys, tmp_path):
+    import random
+
+    noise = bytes(random.Random(0).choice(range(1, 256)) for _ in range(200_000))  # no NUL: not UTF-16-like
+    (tmp_path / "noise.txt").write_bytes(noise)
+    status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "noise.txt"), "--out",
+                              str(tmp_path / "run"), "--quiet")
+    assert status == 2 and err.count("invalid UTF-8") == 1 and len(err) < 400, err
+    assert last_error(err).startswith("tfattn: error: The ")  # train or validation split: no pairs
+
+
+def test_translate_reads_stdin_a_batch_at_a_time(exported_dates, tmp_path):
+    """Peak memory does not grow with the number of lines: 20,000 lines take what 2,000 take."""
+    from tfattn.data import dates
+
+    child = ("import atexit, resource, sys\nfrom tfattn import cli\n"
+             "atexit.register(lambda: print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+             "file=sys.stderr))\nsys.exit(cli.main())")
+    texts = [text for text, _ in dates.generate(2000, seed=1)]
+    peaks = {}
+    for copies in (1, 10):
+        (tmp_path / "in.txt").write_text("\n".join(texts * copies) + "\n", encoding="utf-8")
+        with open(tmp_path / "in.txt", "rb") as stdin, open(tmp_path / "out.txt", "wb") as stdout:
+            proc = subprocess.run([sys.executable, "-c", child, "translate", "--model", exported_dates], stdin=stdin,
+                                  stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=600,
+                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert proc.returncode == 0, proc.stderr
+        peaks[copies] = int(proc.stderr.split("maxrss")[-1])  # KiB on Linux
+        out = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+        assert len(out) == 2000 * copies and out[:2000] * copies == out  # in input order
+    assert peaks[10] - peaks[1] < 20 * 1024, peaks  # one batch of 20,000 needs some 200 MB more
+
+
+def test_the_translate_signature_refuses_a_batch_that_is_not_one_dimensional(exported_dates):
+    import tensorflow as tf
+
+    from tfattn.serving.translator import load
+
+    translate = load(exported_dates).signatures["translate"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)text_must_be_a_batch_of_strings.*"
+                                                             r"Shape of tensor text \[2,2\] is not compatible"):
+        translate(text=tf.constant([["5 march 2019", "6 march 2019"], ["a", "b"]]))

@@ -8,11 +8,13 @@
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
 Errors a user can fix (a missing file, a directory that is not an export, a bad flag value) print
-one line, `tfattn: error: ...`, and exit with status 2; never a traceback.
+one line, `tfattn: error: ...`, and exit with status 2; a file that cannot be written (disk full,
+read-only) prints one line and exits with status 1. Never a traceback.
 """
 
 import argparse
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -115,16 +117,27 @@ def _translate(args):
     path = find_export(args.model)  # before TensorFlow loads: a wrong path fails fast
     import tensorflow as tf
 
-    texts = [os.fsencode(text) for text in args.text] or list(_stdin_lines())  # bytes: any encoding goes
     signature, inputs = _signature(path, args.beam)
-    out = signature(text=tf.constant(texts, tf.string), **inputs)
-    for text in out["text"].numpy():
-        print(text.decode("utf-8", errors="replace"))
-    if args.plot and texts:
+    texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
+    first = None
+    for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
+        out = signature(text=tf.constant(batch, tf.string), **inputs)
+        sys.stdout.write("".join(text.decode("utf-8", errors="replace") + "\n" for text in out["text"].numpy()))
+        sys.stdout.flush()
+        if first is None:
+            first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
+    if args.plot and first is not None:
         from tfattn.plot import plot_attention, save_figure
 
-        fig = plot_attention(out["attention"][0], out["input_tokens"][0].numpy(), out["tokens"][0].numpy())
+        fig = plot_attention(first["attention"], first["input_tokens"], first["tokens"])
         print(f"attention plot: {save_figure(fig, args.plot)}", file=sys.stderr)
+
+
+def _batches(items, size):
+    """Lists of `size` items (the last one shorter) from an iterable, read as they are needed."""
+    items = iter(items)
+    while batch := list(itertools.islice(items, size)):
+        yield batch
 
 
 def _stdin_lines():
@@ -136,7 +149,8 @@ def _stdin_lines():
 def _export(args):
     from tfattn.training.runs import export_run
 
-    print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel))
+    print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel,
+                     echo=lambda line: print(line, file=sys.stderr)))
 
 
 def _plot(args):
@@ -431,6 +445,8 @@ def _add_translate_parser(sub):
     tr.add_argument("text", nargs="*", help="sentences to translate; read from stdin when absent")
     tr.add_argument("--plot", help="save the first sentence's attention heatmap to this image path "
                                     "(.png is added when it has no extension)")
+    tr.add_argument("--batch-size", type=positive_int, default=64,
+                    help="sentences per call; stdin is read and translated a batch at a time (default: 64)")
     tr.set_defaults(func=_translate)
 
 
@@ -459,6 +475,8 @@ def _add_plot_parser(sub):
 
 
 def main(argv=None):
+    from tfattn.files import WriteError
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -468,6 +486,11 @@ def main(argv=None):
         if getattr(args, "threads", None) is not None:
             set_threads(args.threads)
         args.func(args)
+    except BrokenPipeError:  # the reader of stdout went away (`tfattn translate < big.txt | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return 1
+    except WriteError as e:  # the machine's fault (disk full, read-only), not the command's
+        parser.exit(1, f"tfattn: error: {e}\n")
     except (FileNotFoundError, FileExistsError, ValueError, OSError) as e:
         parser.exit(2, f"tfattn: error: {e}\n")
     except KeyboardInterrupt:

@@ -4,15 +4,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import tensorflow as tf
 
 from conftest import run_main, shared_data
-from tfattn.data import dates
+from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_after, wait_until_stopped, write_anki
 from tfattn.cli import find_export
 from tfattn.training.runs import CorpusConfig, Run, RunConfig, load_splits, run_config_of, train_run
 from tfattn.serving.translator import CONFIG_FILE
@@ -36,13 +33,6 @@ def test_run_config_of_an_earlier_version_loads_without_its_retired_fields():
         RunConfig.from_dict(old)
 
 
-def write_anki(path, n, seed=0):
-    """An Anki-format file: English (here the ISO date) <TAB> other language (the written date)."""
-    pairs = dates.generate(n, seed=seed)
-    path.write_text("".join(f"{iso}\t{text}\n" for text, iso in pairs), encoding="utf-8")
-    return pairs
-
-
 def test_load_splits_of_a_single_file(tmp_path):
     pairs = write_anki(tmp_path / "d.txt", 120)
     parts, summary = load_splits(CorpusConfig(corpus=str(tmp_path / "d.txt")))
@@ -62,79 +52,6 @@ def test_load_splits_of_parallel_files(tmp_path):
     parts, _ = load_splits(config)
     assert [len(parts[k]) for k in ("train", "validation", "test")] == [5, 2, 3]
     assert parts["validation"][1] == ("en val 1", "de val 1")
-
-
-def tfattn(*args, **kwargs):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.Popen([sys.executable, "-m", "tfattn.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kwargs)
-
-
-def events(run, kind):
-    path = os.path.join(run, "log.jsonl")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    return [r for r in map(json.loads, lines) if r["event"] == kind]
-
-
-TRAIN_FLAGS = ["--units", "32", "--embedding-dim", "16", "--batch-size", "8", "--no-bucket", "--tokenizer",
-               "char", "--max-length", "40", "--learning-rate", "0.003", "--checkpoint-every", "10", "--quiet"]
-
-# `tfattn` in a child that stops itself (SIGSTOP) after a given training step: a run saves its
-# latest state through `tf.train.CheckpointManager.save(checkpoint_number=step)`, called after every
-# step, so the child stops right after that call for the step given. A signal the test sends to the
-# stopped child then lands at that step, however loaded the machine is. SIGKILL ends it there; a
-# SIGINT sent before SIGCONT is pending when the child goes on, and the child waits for its
-# KeyboardInterrupt before doing anything else.
-STOPPING_CHILD = """
-import os, signal, sys, time
-# As `tfattn` starts from a shell, whatever signal state the test runner's process left to inherit
-# (an ignored or blocked SIGINT would never raise KeyboardInterrupt here).
-inherited = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-signal.signal(signal.SIGINT, signal.default_int_handler)
-import tensorflow as tf
-from tfattn import cli
-
-stop_step, save, stopped = int(sys.argv.pop(1)), tf.train.CheckpointManager.save, []
-
-def save_then_stop(manager, *args, **kwargs):
-    path = save(manager, *args, **kwargs)
-    if kwargs.get("checkpoint_number") == stop_step and not stopped:
-        stopped.append(stop_step)
-        os.kill(os.getpid(), signal.SIGSTOP)
-        for _ in range(6000):  # continued: the test's signal arrives here (at most 60 s)
-            time.sleep(0.01)
-        sys.exit(f"continued after step {stop_step} without a signal (inherited SIGINT state: {inherited})")
-    return path
-
-tf.train.CheckpointManager.save = save_then_stop
-sys.exit(cli.main())
-"""
-
-
-def tfattn_stopping_after(step, *args):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.Popen([sys.executable, "-c", STOPPING_CHILD, str(step), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-
-
-def wait_until_stopped(proc, timeout=900):
-    """Returns once the child has stopped itself; fails with its stderr if it exits instead. The
-    timeout only guards against a hang: the child waits for the test, never the other way round."""
-    deadline = time.monotonic() + timeout
-    while True:
-        # WNOWAIT leaves the child's state to be collected again by `proc.wait()` later.
-        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
-        if info is not None:
-            break
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the child did not stop within {timeout} s: {proc.communicate()[1][-2000:]}")
-        time.sleep(0.05)
-    if info.si_code != os.CLD_STOPPED:
-        pytest.fail(f"the child ended before its step: {proc.communicate()[1][-2000:]}")
 
 
 def test_sigkill_mid_epoch_then_resume(tmp_path):
@@ -161,24 +78,13 @@ def test_sigkill_mid_epoch_then_resume(tmp_path):
     assert resumed.returncode == 0, err
     assert "resumed from step 51 (epoch 1, batch 51)" in err  # steps 52 to 55 are done again
     after = events(run, "checkpoint")[len(before):]
-    # The resumed run's checkpoint manager is new: it saves its first step, 52, then every 10 steps.
-    assert [r["step"] for r in after[:3]] == [52, 62, 72]
+    # The resumed run saves 10 steps after the checkpoint it went on from, then every 10 steps.
+    assert [r["step"] for r in after[:3]] == [61, 71, 81]
     print("losses before the kill:", [r["loss"] for r in before], "after:", [r["loss"] for r in after])
     assert after[0]["loss"] < 0.7 * before[0]["loss"]  # goes on from a trained model, not from scratch
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["steps"] == 360  # the epoch was finished from the batch after the checkpoint
     assert os.path.exists(os.path.join(run, "export", "saved_model.pb"))
-
-
-@pytest.fixture(scope="module")
-def small_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("run")
-    write_anki(tmp / "d.txt", 600)
-    run = str(tmp / "run")
-    proc = tfattn("train", "--corpus", str(tmp / "d.txt"), "--out", run, "--epochs", "2", *TRAIN_FLAGS)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    return run, json.loads(out.strip().splitlines()[-1])
 
 
 def test_run_directory_contents(small_run):
@@ -195,9 +101,12 @@ def test_run_directory_contents(small_run):
 def test_the_last_step_is_checkpointed(small_run):
     run, summary = small_run
     # 570 training pairs in batches of 8 make 72 steps an epoch, 144 in two. With --checkpoint-every
-    # 10, saves come at steps 1, 11, ..., 141: only the save at the end holds the last 3 steps.
+    # 10, saves come at steps 1, 11, ..., 71, at the epoch's end (72), then 82, ..., 142: only the
+    # save at the second epoch's end holds the last 2 steps.
     assert summary["steps"] == 144
-    assert [r["step"] for r in events(run, "checkpoint")][-1] == 141
+    steps = [r["step"] for r in events(run, "checkpoint")]
+    assert steps == [*range(1, 72, 10), *range(82, 143, 10)]
+    assert [r["step"] for r in events(run, "epoch")] == [72, 144]
     assert [r["step"] for r in events(run, "end")] == [144]
     assert tf.train.latest_checkpoint(os.path.join(run, "checkpoints")).endswith("ckpt-144")
     # The best loss is saved with it: a resumed run compares its epochs with the real best.

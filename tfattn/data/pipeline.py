@@ -88,6 +88,21 @@ def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
     return ds.cache()
 
 
+def count_rows(rows):
+    """The number of rows in a dataset of rows (from `tokenize_pairs`); a first pass fills its cache."""
+    return int(rows.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
+
+
+def too_long(pairs, source_tokenizer, target_tokenizer):
+    """The pairs `tokenize_pairs` drops as longer than `max_length`: `(by source, by target, in all)`."""
+    over = []
+    for side, tokenizer in enumerate((source_tokenizer, target_tokenizer)):
+        texts = [pair[side] for pair in pairs]
+        lengths = [tokenizer.split(texts[i : i + 4096]).row_lengths().numpy() for i in range(0, len(texts), 4096)]
+        over.append(np.concatenate(lengths) + 2 > tokenizer.max_length)  # + [START] and [END]
+    return int(over[0].sum()), int(over[1].sum()), int((over[0] | over[1]).sum())
+
+
 def batch_rows(rows, config=None, shuffle=True, repeat=False):
     """Id rows (from `tokenize_pairs`) -> shuffled, bucketed, padded, prefetched batches.
 

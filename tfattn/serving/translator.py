@@ -32,11 +32,14 @@ so decoding always ends. An empty batch gives empty outputs.
 
 import json
 import os
+import shutil
 import tempfile
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
 
+from tfattn import files
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import seq2seq as fast
 from tfattn.decoding.search import DecodeConfig, beam_search, greedy
@@ -109,7 +112,12 @@ class Translator(tf.Module):
         return self._unless_empty(text, lambda t: self._beam(t, beam_width, length_penalty), BEAM_OUTPUTS)
 
     def _unless_empty(self, text, fn, names):
-        """`fn(text)`, or empty outputs for an empty batch (some RNN kernels refuse batch 0)."""
+        """`fn(text)`, or empty outputs for an empty batch (some RNN kernels refuse batch 0).
+
+        `text` is checked to be `[batch]` when the graph runs: a caller of the exported signature
+        (TensorFlow Serving, C++, `signatures[...]` in Python) can feed any shape, and another one
+        would fail deep in the tokenizer."""
+        text = tf.ensure_shape(text, [None], name="text_must_be_a_batch_of_strings")
         empty = {name: tf.zeros([0] * EMPTY_RANKS[name], EMPTY_DTYPES[name]) for name in names}
         return tf.cond(tf.size(text) > 0, lambda: fn(text), lambda: empty)
 
@@ -194,8 +202,42 @@ def export(translator, path):
     fill its lookup tables when it loads, and `tfattn_config.json` (the translator's config, the
     tokenizers' settings, the length limits and the signatures), as an asset and beside
     `saved_model.pb`.
+
+    The export is written whole into a temporary directory beside `path` and then put in place of
+    the export there, if any (`tfattn.files.replace_directory`): `path` holds the old complete
+    export or the new one, never a mix, and a failed write leaves nothing behind.
+
+    Raises:
+        FileExistsError: `path` is a file, or a directory that is neither empty nor an export.
+        tfattn.files.WriteError: the export could not be written (disk full, no permission).
     """
-    os.makedirs(path, exist_ok=True)
+    _check_export_path(path)
+    try:
+        tmp = files.temporary_sibling(path)
+    except OSError as error:
+        raise files.write_error("the export", path, error) from None
+    try:
+        _write_export(translator, tmp)
+        files.replace_directory(tmp, path)
+    except BaseException as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(error, (OSError, tf.errors.OpError)):
+            raise files.write_error("the export", path, error) from None
+        raise
+    return path
+
+
+def _check_export_path(path):
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise FileExistsError(f"{path} is a file; an export is a directory. Received: path={path!r}")
+    entries = set(os.listdir(path)) if os.path.isdir(path) else set()
+    if entries and not {"saved_model.pb", CONFIG_FILE} & entries:
+        shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
+        raise FileExistsError(f"{path} is not empty and is not an export (it holds {shown}); an export replaces "
+                              f"only an earlier export. Choose a new directory. Received: path={path!r}")
+
+
+def _write_export(translator, path):
     config_path = os.path.join(path, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as f:
         json.dump(export_config(translator), f, indent=2, ensure_ascii=False)
@@ -209,7 +251,6 @@ def export(translator, path):
         signatures = {"translate": greedy_fn, "serving_default": greedy_fn,
                       "translate_beam": serving.translate_beam.get_concrete_function()}
         tf.saved_model.save(serving, path, signatures=signatures)
-    return path
 
 
 def _from_file(tokenizer, directory, name):
@@ -238,6 +279,15 @@ def load(path):
     """Loads an export (any process with `tensorflow` and `tensorflow_text`); returns the object."""
     import tensorflow_text  # noqa: F401  (registers the text ops the graph uses)
 
-    if not os.path.exists(os.path.join(path, "saved_model.pb")):
+    graph = os.path.join(path, "saved_model.pb")
+    if not os.path.exists(graph):
         raise FileNotFoundError(f"Not a SavedModel directory (no saved_model.pb). Received: path={path!r}")
-    return tf.saved_model.load(path)
+    if os.path.getsize(graph) == 0:
+        raise ValueError(f"{graph} is empty (0 bytes): the export was cut short. Write it again (tfattn export, "
+                         f"or tfattn train --resume for a run's export). Received: path={path!r}")
+    try:
+        return tf.saved_model.load(path)
+    except (tf.errors.OpError, ValueError, IndexError, OSError, message.DecodeError) as error:
+        raise ValueError(f"{path} does not load as a SavedModel ({files.reason_of(error)}): it is damaged or "
+                         f"incomplete. Write it again (tfattn export, or tfattn train --resume for a run's "
+                         f"export). Received: path={path!r}") from None

@@ -1,17 +1,12 @@
 """Training runs on real corpora: one directory holds the config, checkpoints, history and export.
 
-    RUN/
-      config.json       the final RunConfig (flags applied)
-      tokenizers.json   both tokenizers, vocabularies included (a resumed run reuses them)
-      checkpoints/      every `checkpoint_every` steps: model, optimizer, epoch, data position
-      best/             the checkpoint with the lowest validation loss
-      log.jsonl         one JSON line per checkpoint and per epoch
-      history.json      per-epoch loss, accuracy, validation loss and accuracy, tokens/s
-      export/           the SavedModel of the best checkpoint, written at the end
+The directory's layout, its lock and its checkpoint files are in `tfattn.training.rundir`.
 
-A killed run continues with `resume=True` (`tfattn train --resume --out RUN`): the checkpoint puts
-the model, the optimizer and the data position back, and each epoch's batches come in a fixed order
-(seeded by the epoch), so training goes on from the batch after the last checkpoint.
+A killed run continues with `resume=True` (`tfattn train --resume --out RUN`): the newest checkpoint
+that reads back whole puts the model, the optimizer, the data position and the history back, and
+each epoch's batches come in a fixed order (seeded by the epoch), so training goes on from the batch
+after that checkpoint. The latest state is saved every `checkpoint_every` steps and at every epoch's
+end, so a kill loses at most one checkpoint interval or one epoch of training, whichever is shorter.
 """
 
 import dataclasses
@@ -20,12 +15,14 @@ import os
 
 import tensorflow as tf
 
+from tfattn import files
 from tfattn.data import corpora
-from tfattn.data.pipeline import DataConfig, batch_rows, make_dataset, tokenize_pairs
+from tfattn.data.pipeline import DataConfig, batch_rows, count_rows, tokenize_pairs, too_long
 from tfattn.decoding.search import DecodeConfig
 from tfattn.serving.translator import Translator, export
 from tfattn.model import ModelConfig, make_model
 from tfattn.data.text import Tokenizer
+from tfattn.training.rundir import Run, damage_of, newest_readable, remove_failed_save
 from tfattn.training.trainer import TrainConfig, Trainer, restore_weights
 
 
@@ -141,87 +138,49 @@ def make_tokenizers(config, train_pairs):
             make(config.target_tokenizer, [t for _, t in train_pairs]))
 
 
-# -- the run directory -----------------------------------------------------------------------------
-
-class Run:
-    """A run directory: paths, JSON files and the checkpoint managers."""
-
-    def __init__(self, out):
-        self.out = os.fspath(out)
-
-    def path(self, *parts):
-        return os.path.join(self.out, *parts)
-
-    def exists(self):
-        return os.path.exists(self.path("config.json"))
-
-    def write_json(self, name, obj):
-        tmp = self.path(name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, ensure_ascii=False)
-        os.replace(tmp, self.path(name))  # never a half-written file
-
-    def read_json(self, name):
-        with open(self.path(name), encoding="utf-8") as f:
-            return json.load(f)
-
-    def log(self, **record):
-        with open(self.path("log.jsonl"), "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-    def tokenizers(self):
-        d = self.read_json("tokenizers.json")
-        return Tokenizer.from_config(d["source"]), Tokenizer.from_config(d["target"])
-
+# -- training --------------------------------------------------------------------------------------
 
 def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, time_budget=None):
     """Trains (or resumes) a run in directory `out`; returns the summary dict.
 
-    Nothing is written to `out` until the corpus has loaded and its training and validation splits
-    hold pairs. The latest state is saved every `checkpoint_every` steps, at the end, and when the
-    run is interrupted (Ctrl-C); a resumed run goes on from it, its history continued.
+    The run holds `out`'s lock from start to end (see `tfattn.training.rundir`). Nothing else is
+    written to `out` until the corpus has loaded and the length limits leave training and
+    validation pairs; then the latest state is saved every `checkpoint_every` steps, at every
+    epoch's end, at the end, and when the run is interrupted (Ctrl-C). A resumed run goes on from
+    the newest state that reads back whole, its history cut back to that state.
 
     Args:
         config: `RunConfig` of a new run; ignored when resuming (the run's `config.json` holds it).
-        out: the run directory.
+        out: the run directory: absent or empty for a new run.
         resume: continue the run in `out` from its latest checkpoint.
         quiet: no progress bar.
         echo: where one-line messages go.
         epochs: when resuming, train up to this many epochs in all (default: the run's own).
         time_budget: when resuming, this session's budget in seconds (default: the run's own, again).
+
+    Raises:
+        tfattn.files.WriteError: a checkpoint, log or export could not be written (disk full,
+            read-only); what was saved before is untouched.
     """
     run = Run(out)
-    if resume:
-        config = _resumed_config(run, epochs, time_budget)
-    elif run.exists():
-        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another "
-                              f"--out. Received: out={out!r}")
-    parts, summary = load_splits(config.corpus)
-    echo(summary)
-    for split in ("train", "validation"):
-        if not parts[split]:
-            raise ValueError(f"The {split} split of {config.corpus.corpus} has no sentence pairs ({summary}); "
-                             f"training needs both train and validation pairs. Received: "
-                             f"corpus={config.corpus.corpus!r}")
-    if resume:
-        tokenizers = run.tokenizers()
-    else:
-        tokenizers = make_tokenizers(config, parts["train"])
-    datasets = _datasets(config, parts, tokenizers)
-    os.makedirs(out, exist_ok=True)
-    if not resume:
-        run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(), "target": tokenizers[1].get_config()})
-    run.write_json("config.json", config.to_dict())
-    model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
-    trainer = Trainer(model, config.train, quiet=quiet)
-    return _train(run, config, trainer, datasets, tokenizers, resume, echo)
+    with run.claim(resume, echo):
+        if resume:
+            config = _resumed_config(run, epochs, time_budget)
+        parts, summary = load_splits(config.corpus)
+        _require_pairs(config, parts, summary)
+        echo(summary)
+        tokenizers = run.tokenizers() if resume else make_tokenizers(config, parts["train"])
+        datasets = _datasets(config, parts, tokenizers, echo)
+        if not resume:
+            run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
+                                               "target": tokenizers[1].get_config()})
+        run.write_json("config.json", config.to_dict())
+        model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
+        trainer = Trainer(model, config.train, quiet=quiet)
+        return _train(run, config, trainer, datasets, tokenizers, resume, echo)
 
 
 def _resumed_config(run, epochs, time_budget):
-    if not run.exists():
-        raise FileNotFoundError(f"No run to resume in {run.out} (no config.json). Received: out={run.out!r}")
     config = RunConfig.from_dict(run.read_json("config.json"))
     if epochs is not None:
         config.train.epochs = epochs
@@ -230,73 +189,157 @@ def _resumed_config(run, epochs, time_budget):
     return config
 
 
-def _train(run, config, trainer, datasets, tokenizers, resume, echo):
-    best_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False, name="best_val_loss")
-    checkpoint = trainer.checkpoint(best_val_loss=best_loss)
-    latest = tf.train.CheckpointManager(checkpoint, run.path("checkpoints"), max_to_keep=3,
-                                        step_counter=trainer.optimizer.iterations,
-                                        checkpoint_interval=config.checkpoint_every)
-    best = tf.train.CheckpointManager(checkpoint, run.path("best"), max_to_keep=1)
-    if resume and latest.latest_checkpoint:
-        _restore(run, config, trainer, checkpoint, latest.latest_checkpoint, echo)
-
-    def save_latest(event, check_interval=False, **record):
-        """The latest state, named by step: every `checkpoint_every` steps (`check_interval`), or now."""
-        if latest.save(checkpoint_number=trainer.step, check_interval=check_interval):
-            run.log(event=event, step=trainer.step, epoch=int(trainer.epoch), position=int(trainer.position),
-                    **{k: float(v) for k, v in record.items()})  # a step's loss is read only when saved
-
-    def on_step(trainer, logs):
-        save_latest("checkpoint", check_interval=True, loss=logs["step_loss"])
-
-    def on_epoch(epoch, logs):
-        if logs.get("val_loss", float("inf")) < best_loss.numpy():
-            best_loss.assign(logs["val_loss"])
-            best.save(checkpoint_number=trainer.step)
-        run.log(event="epoch", epoch=epoch, step=trainer.step, **logs)
-        run.write_json("history.json", trainer.history)
-
-    try:
-        history = trainer.fit(datasets["train"], validation=datasets["validation"], callbacks=[on_epoch],
-                              on_step=on_step)
-    except KeyboardInterrupt:
-        save_latest("interrupted")
-        echo(f"interrupted at step {trainer.step}; saved. Continue with: tfattn train --resume --out {run.out}")
-        raise
-    save_latest("end")
-    run.write_json("history.json", history)
-    return _finish(run, config, trainer, tokenizers, best, history)
+def _require_pairs(config, parts, summary):
+    for split in ("train", "validation"):
+        if not parts[split]:
+            raise ValueError(f"The {split} split of {config.corpus.corpus} has no sentence pairs ({summary}); "
+                             f"training needs both train and validation pairs. Received: "
+                             f"corpus={config.corpus.corpus!r}")
 
 
-def _restore(run, config, trainer, checkpoint, path, echo):
-    """Restores the run's latest state from the checkpoint at `path`, and its history."""
-    checkpoint.restore(path).assert_existing_objects_matched()
-    echo(f"resumed from step {trainer.step} (epoch {int(trainer.epoch)}, batch {int(trainer.position)})")
-    run.log(event="resume", step=trainer.step)
-    if os.path.exists(run.path("history.json")):  # the epochs before, continued
-        trainer.history = run.read_json("history.json")
-    if int(trainer.epoch) > config.train.epochs:
-        echo(f"the run has trained its {config.train.epochs} epochs; pass --epochs to train longer")
-
-
-def _datasets(config, parts, tokenizers):
-    source_tok, target_tok = tokenizers
-    rows = tokenize_pairs(parts["train"], source_tok, target_tok)  # tokenized once, then cached
+def _datasets(config, parts, tokenizers, echo):
+    """The training batches (a function of the epoch) and the validation batches; refuses a split
+    that the length limits leave empty."""
+    rows = {split: tokenize_pairs(parts[split], *tokenizers) for split in ("train", "validation")}
+    for split, split_rows in rows.items():  # a first pass, which also fills each split's cache
+        _check_lengths(split, parts[split], count_rows(split_rows), tokenizers, echo)
 
     def train(epoch):  # a fixed order per epoch, so that a resumed run sees the same batches
         epoch_config = dataclasses.replace(config.data, seed=config.data.seed + epoch)
-        return batch_rows(rows, epoch_config)
+        return batch_rows(rows["train"], epoch_config)
 
-    validation = make_dataset(parts["validation"], source_tok, target_tok, config.data, shuffle=False)
-    return {"train": train, "validation": validation}
+    return {"train": train, "validation": batch_rows(rows["validation"], config.data, shuffle=False)}
 
 
-def _finish(run, config, trainer, tokenizers, best, history):
+def _check_lengths(split, pairs, kept, tokenizers, echo):
+    """Says how many pairs of `split` the length limits dropped; refuses if they dropped all."""
+    if kept == len(pairs):
+        return
+    by_source, by_target, _ = too_long(pairs, *tokenizers)
+    limits = sorted({tokenizers[0].max_length, tokenizers[1].max_length})
+    which = (f"{by_source:,} with a source longer than {tokenizers[0].max_length} tokens, {by_target:,} with a "
+             f"target longer than {tokenizers[1].max_length}; [START] and [END] count")
+    if not kept:
+        raise ValueError(f"No {split} pairs are left: the length limit drops all {len(pairs):,} ({which}). Pass a "
+                         f"larger --max-length. Received: max_length={'/'.join(map(str, limits))}")
+    echo(f"{split}: the length limit drops {len(pairs) - kept:,} of {len(pairs):,} pairs ({which})")
+
+
+def _train(run, config, trainer, datasets, tokenizers, resume, echo):
+    saver = _Saver(run, trainer, config.checkpoint_every)
+    if resume:
+        saver.restore(config, echo)
+
+    def on_step(trainer, logs):
+        saver.after_step(logs["step_loss"])
+
+    def on_epoch(epoch, logs):
+        if logs.get("val_loss", float("inf")) < saver.best_loss.numpy():
+            saver.best_loss.assign(logs["val_loss"])
+            saver.save(saver.best)
+        saver.save_latest()  # every epoch's end, so that a kill loses at most one epoch
+        run.write_json("history.json", saver.history_now())
+        run.log(event="epoch", epoch=epoch, step=trainer.step, **logs)
+
+    try:
+        trainer.fit(datasets["train"], validation=datasets["validation"], callbacks=[on_epoch], on_step=on_step)
+    except KeyboardInterrupt:
+        saver.save_latest("interrupted")
+        echo(f"interrupted at step {trainer.step}; saved. Continue with: tfattn train --resume --out {run.out}")
+        raise
+    saver.save_latest("end")
+    run.write_json("history.json", trainer.history)
+    return _finish(run, config, trainer, tokenizers, echo)
+
+
+class _Saver:
+    """The run's checkpoints: the latest state in `checkpoints/` (the last 3), the best in `best/`.
+
+    Each state holds the weights, the optimizer, the epoch and data position (`Trainer.checkpoint`),
+    the best validation loss so far and the history up to it, and is named by its step.
+    """
+
+    def __init__(self, run, trainer, every):
+        self.run, self.trainer, self.every, self.saved_step = run, trainer, every, None
+        self.best_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False, name="best_val_loss")
+        self.history = tf.Variable("", dtype=tf.string, trainable=False, name="history")
+        self.checkpoint = trainer.checkpoint(best_val_loss=self.best_loss, history=self.history)
+        self.latest = tf.train.CheckpointManager(self.checkpoint, run.path("checkpoints"), max_to_keep=3)
+        self.best = tf.train.CheckpointManager(self.checkpoint, run.path("best"), max_to_keep=1)
+
+    def history_now(self):
+        return {**self.trainer.history, "seconds": self.trainer.seconds}
+
+    def after_step(self, loss):
+        """Saves the latest state if it is due: at the first step, then `every` steps after the last save."""
+        if self.saved_step is None or self.trainer.step >= self.saved_step + self.every:
+            self.save_latest("checkpoint", loss=loss)  # a step's loss is read only when saved
+
+    def save_latest(self, event=None, **record):
+        """Saves the latest state (unless saved at this step already); logs `event` if given."""
+        step = self.trainer.step
+        if step != self.saved_step:
+            self.save(self.latest)
+            self.saved_step = step
+        if event:
+            self.run.log(event=event, step=step, epoch=int(self.trainer.epoch),
+                         position=int(self.trainer.position), **{k: float(v) for k, v in record.items()})
+
+    def save(self, manager):
+        step = self.trainer.step
+        self.history.assign(json.dumps(self.history_now()))
+        try:
+            manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as error:
+            remove_failed_save(manager.directory, step)
+            raise files.write_error(f"the checkpoint of step {step}", manager.directory, error,
+                                    "The earlier checkpoints are untouched; once there is room, continue with: "
+                                    f"tfattn train --resume --out {self.run.out}") from None
+
+    def restore(self, config, echo):
+        """Goes on from the newest state that reads back whole, its history with it."""
+        path = newest_readable([p for _, p in self.run.checkpoint_files()], echo)
+        if path is None:
+            echo("no checkpoint yet: training from the start")
+            return
+        self.checkpoint.restore(path).assert_existing_objects_matched()
+        self.saved_step = self.trainer.step
+        self.trainer.history = _history_at(self.run, self.history.numpy().decode("utf-8"), int(self.trainer.epoch))
+        self.run.write_json("history.json", self.trainer.history)
+        echo(f"resumed from step {self.trainer.step} (epoch {int(self.trainer.epoch)}, batch "
+             f"{int(self.trainer.position)})" + ("" if os.path.dirname(path) == self.run.path("checkpoints")
+                                                else f", the state in {path}"))
+        self.run.log(event="resume", step=self.trainer.step)
+        if int(self.trainer.epoch) > config.train.epochs:
+            echo(f"the run has trained its {config.train.epochs} epochs; pass --epochs to train longer")
+
+
+def _history_at(run, saved, epoch):
+    """The history a checkpoint saved; for a checkpoint without one (written by an earlier version),
+    `history.json` cut back to the `epoch - 1` epochs finished before it."""
+    if saved:
+        return json.loads(saved)
+    if not os.path.exists(run.path("history.json")):
+        return {}
+    history = run.read_json("history.json")
+    return {k: v[: epoch - 1] if isinstance(v, list) else v for k, v in history.items()}
+
+
+def _finish(run, config, trainer, tokenizers, echo):
     """Restores the best weights, exports them, and writes the summary."""
-    if best.latest_checkpoint:
-        restore_weights(trainer.model, best.latest_checkpoint)
+    best = [p for _, p in run.checkpoint_files() if os.path.dirname(p) == run.path("best")]
+    problem = damage_of(best[0]) if best else None
+    if problem:
+        echo(f"{best[0]} does not read back ({problem}); exporting the last weights instead")
+    elif best:
+        restore_weights(trainer.model, best[0])
     translator = Translator(trainer.model, *tokenizers, config.decode, config=config.to_dict())
-    path = export(translator, run.path("export"))
+    try:
+        path = export(translator, run.path("export"))
+    except files.WriteError as error:
+        raise files.WriteError(f"{error} The run's checkpoints are complete: once there is room, write the "
+                               f"export with: tfattn train --resume --out {run.out}") from None
+    history = trainer.history
     summary = {
         "run": run.out,
         "export": path,
@@ -310,17 +353,19 @@ def _finish(run, config, trainer, tokenizers, best, history):
     return summary
 
 
-def export_run(run_dir, out, checkpoint="best", accel=True):
+def export_run(run_dir, out, checkpoint="best", accel=True, echo=print):
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
-    `accel=False` exports the reference tier's decoding (see `Translator`)."""
+    The newest checkpoint of the kind that reads back whole is used (any newer one is named through
+    `echo`). `accel=False` exports the reference tier's decoding (see `Translator`)."""
     run = Run(run_dir)
     if not run.exists():
         raise FileNotFoundError(f"Not a run directory (no config.json). Received: model={run_dir!r}")
     config = RunConfig.from_dict(run.read_json("config.json"))
     tokenizers = run.tokenizers()
     model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
-    path = tf.train.latest_checkpoint(run.path("best" if checkpoint == "best" else "checkpoints"))
+    folder = run.path("best" if checkpoint == "best" else "checkpoints")
+    path = newest_readable([p for _, p in run.checkpoint_files() if os.path.dirname(p) == folder], echo)
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
     restore_weights(model, path)

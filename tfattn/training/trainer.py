@@ -140,10 +140,19 @@ class Trainer:
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="position")
         self.progress = Progress(quiet)
         self.history = {}
+        self._clock = None  # during `fit`: (its start, the seconds of the calls before)
 
     @property
     def step(self):
         return int(self.optimizer.iterations.numpy())
+
+    @property
+    def seconds(self):
+        """Training seconds of every call of `fit`, the one running included."""
+        if self._clock is None:
+            return self.history.get("seconds", 0.0)
+        start, before = self._clock
+        return before + time.perf_counter() - start
 
     def checkpoint(self, **extra):
         """A `tf.train.Checkpoint` of the weights, optimizer, epoch and data position (and `extra`).
@@ -171,7 +180,7 @@ class Trainer:
             share of padding among the label positions.
         """
         start = time.perf_counter()
-        seconds_before = self.history.get("seconds", 0.0)
+        self._clock = (start, self.history.get("seconds", 0.0))
         while int(self.epoch) <= self.config.epochs:
             epoch = int(self.epoch)
             data = dataset(epoch) if callable(dataset) else dataset
@@ -188,7 +197,7 @@ class Trainer:
                 callback(epoch, logs)
             if not finished or not math.isfinite(logs["loss"]) or _out_of_time(self.config, start):
                 break
-        self.history["seconds"] = seconds_before + time.perf_counter() - start
+        self.history["seconds"], self._clock = self.seconds, None
         return self.history
 
     def _run_epoch(self, dataset, start, on_step):

@@ -1,0 +1,272 @@
+"""The run directory: its files, who may write them, and checkpoints that may be damaged.
+
+    RUN/
+      .lock             while a process trains the run: its pid, host and start time
+      config.json       the final RunConfig (flags applied)
+      tokenizers.json   both tokenizers, vocabularies included (a resumed run reuses them)
+      checkpoints/      the latest states: every `checkpoint_every` steps, at every epoch's end, at
+                        the end and on Ctrl-C (model, optimizer, epoch, data position, history)
+      best/             the state with the lowest validation loss
+      log.jsonl         one JSON line per checkpoint and per epoch
+      history.json      per-epoch loss, accuracy, validation loss and accuracy, tokens/s
+      export/           the SavedModel of the best state, written at the end
+
+One process at a time: `Run.claim` takes `RUN/.lock` (an exclusive `flock`, which the system
+releases when the process dies however it dies) before anything is read or written, and a second
+process is refused with the holder's pid and host. A lock left by a dead process is taken over, and
+said so. A new run needs a new or empty directory; a resumed one needs a run.
+
+Checkpoints are read back by `Run.checkpoint_files` and `damage_of`: a resumed run goes on from the
+newest state that reads back whole, in `checkpoints/` or `best/`, and names any newer one it skips.
+"""
+
+import contextlib
+import datetime
+import fcntl
+import glob
+import json
+import os
+import re
+import shutil
+import socket
+
+from tfattn import files
+
+LOCK = ".lock"
+# Files a run writes before its config.json: a directory holding only these is a run that never
+# started (killed while it tokenized), and a new run may use it.
+SETUP_FILES = {LOCK, "tokenizers.json", "tokenizers.json.tmp", "config.json.tmp"}
+
+
+class RunInUseError(FileExistsError):
+    """Another process holds the run directory's lock."""
+
+
+class Run:
+    """A run directory: paths, its JSON files, its lock and its checkpoint files."""
+
+    def __init__(self, out):
+        self.out = os.fspath(out)
+
+    def path(self, *parts):
+        return os.path.join(self.out, *parts)
+
+    def exists(self):
+        return os.path.exists(self.path("config.json"))
+
+    def write_json(self, name, obj):
+        files.write_json(self.path(name), obj)
+
+    def read_json(self, name):
+        try:
+            with open(self.path(name), encoding="utf-8") as f:
+                return json.load(f)
+        except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
+            raise ValueError(f"{self.path(name)} is damaged, not JSON ({error}). Received: out={self.out!r}") from None
+
+    def log(self, **record):
+        try:
+            with open(self.path("log.jsonl"), "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as error:
+            raise files.write_error("the run's log", self.path("log.jsonl"), error) from None
+
+    def tokenizers(self):
+        from tfattn.data.text import Tokenizer
+
+        d = self.read_json("tokenizers.json")
+        return Tokenizer.from_config(d["source"]), Tokenizer.from_config(d["target"])
+
+    @contextlib.contextmanager
+    def claim(self, resume=False, echo=print):
+        """Holds the run's lock while the block runs; refuses a directory that is not what is asked.
+
+        A new run (`resume=False`) needs `out` absent or empty; `resume=True` needs a run in it.
+        A directory this call creates is removed again if the block leaves it empty.
+
+        Raises:
+            RunInUseError: another live process holds the lock (the message names it).
+            FileExistsError, FileNotFoundError, NotADirectoryError: `out` is not what is asked.
+        """
+        _Lock(self.path(LOCK)).refuse_if_held(self.out)  # a run in progress says so first
+        self._check(resume)  # a clear error before anything is created
+        created = not os.path.exists(self.out)
+        try:
+            os.makedirs(self.out, exist_ok=True)
+        except OSError as error:
+            raise files.write_error("the run directory", self.out, error) from None
+        lock = _Lock(self.path(LOCK))
+        try:
+            lock.acquire(self.out, echo)
+            self._check(resume)  # again, now that no other process can change it
+            if resume:
+                self.remove_litter()
+            yield self
+        finally:
+            lock.release()
+            if created:
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.out)  # only if the block left it empty
+
+    def _check(self, resume):
+        out = self.out
+        if os.path.lexists(out) and not os.path.isdir(out):
+            raise NotADirectoryError(f"--out {out} is a file; a run directory is expected. Received: out={out!r}")
+        entries = set(os.listdir(out)) if os.path.isdir(out) else set()
+        if "saved_model.pb" in entries:
+            raise FileExistsError(f"{out} holds a SavedModel export, not a run; training into it would leave the "
+                                  f"old model where `translate` finds it. Choose a new --out. Received: out={out!r}")
+        if resume and "config.json" not in entries:
+            raise FileNotFoundError(f"No run to resume in {out} (no config.json). Received: out={out!r}")
+        if not resume and "config.json" in entries:
+            raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another "
+                                  f"--out. Received: out={out!r}")
+        if not resume and entries - SETUP_FILES:
+            shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
+            raise FileExistsError(f"{out} is not empty and is not a run (it holds {shown}); a new run needs a new "
+                                  f"or empty directory. Received: out={out!r}")
+
+    def remove_litter(self):
+        """Removes what an interrupted write left: `*_temp` checkpoint shards, `*.tmp*` files, and
+        the hidden `.export.tmp-*` / `.export.old-*` directories of an export."""
+        patterns = ("*.tmp", ".*.tmp-*", ".*.old-*", "*/*_temp*", "*/*.tmp*", "*/checkpoint.tmp*")
+        for path in {p for pattern in patterns for p in glob.glob(self.path(pattern))}:
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+
+    def checkpoint_files(self):
+        """Every checkpoint of the run as `(step, path)`, newest first (`checkpoints/` before
+        `best/` at the same step)."""
+        found = []
+        for rank, folder in enumerate(("checkpoints", "best")):
+            for index in glob.glob(self.path(folder, "ckpt-*.index")):
+                match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(index))
+                if match:
+                    found.append((-int(match[1]), rank, index[: -len(".index")]))
+        return [(-step, path) for step, _, path in sorted(found)]
+
+
+def remove_failed_save(directory, step):
+    """Removes what a failed save of `ckpt-STEP` wrote (the manager's `checkpoint` file still names
+    the earlier checkpoints)."""
+    for path in glob.glob(os.path.join(glob.escape(directory), f"ckpt-{step}[._]*")):
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+    for path in glob.glob(os.path.join(glob.escape(directory), "checkpoint.tmp*")):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def damage_of(path):
+    """Why the checkpoint at `path` cannot be read back whole (every tensor is read, so truncated
+    or overwritten files show up here); None if it can."""
+    import tensorflow as tf
+
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError, OSError) as error:
+        return files.reason_of(error)
+    return None
+
+
+def newest_readable(paths, echo=print):
+    """The first of `paths` (checkpoint prefixes, newest first) that reads back whole, naming each
+    one skipped and why through `echo`; None if `paths` is empty.
+
+    Raises:
+        ValueError: if none of them reads back.
+    """
+    problems = []
+    for path in paths:
+        problem = damage_of(path)
+        if problem is None:
+            return path
+        problems.append(f"{path} ({problem})")
+        echo(f"skipping the checkpoint {path}: it does not read back ({problem})")
+    if problems:
+        raise ValueError(f"No checkpoint reads back whole: {'; '.join(problems)}. Received: {len(paths)} checkpoints")
+    return None
+
+
+class _Lock:
+    """An exclusive `flock` on a file that records its holder."""
+
+    def __init__(self, path):
+        self.path, self.fd = path, None
+
+    def acquire(self, out, echo):
+        while self.fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                _lock_or_refuse(fd, out)
+            except RunInUseError:
+                os.close(fd)
+                raise
+            if _same_file(fd, self.path):  # else the holder removed it between our open and flock
+                self.fd = fd
+            else:
+                os.close(fd)
+        previous = _holder(self.fd)
+        if previous:
+            echo(f"taking over the lock of {_describe(previous)}, which is no longer running")
+        me = {"pid": os.getpid(), "host": socket.gethostname(),
+              "since": datetime.datetime.now().isoformat(timespec="seconds")}
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(me).encode(), 0)
+
+    def refuse_if_held(self, out):
+        """Raises `RunInUseError` if a live process holds the lock; creates nothing."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:  # no lock file (or none readable): nobody holds it
+            return
+        try:
+            _lock_or_refuse(fd, out)
+        finally:
+            os.close(fd)  # lets go of the lock too, if this took it
+
+    def release(self):
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.remove(self.path)  # removed while held, so nobody takes a lock being let go
+            os.close(self.fd)
+            self.fd = None
+
+
+def _lock_or_refuse(fd, out):
+    """Takes the exclusive lock on `fd`, or raises `RunInUseError` naming the live process that holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise RunInUseError(f"{out} is in use by {_describe(_holder(fd))}; wait for it to end, or choose another "
+                            f"--out. Received: out={out!r}") from None
+
+
+def _holder(fd):
+    try:
+        return json.loads(os.pread(fd, 4096, 0) or b"null")
+    except ValueError:
+        return {}
+
+
+def _describe(holder):
+    if not holder:
+        return "another process (which has not written its pid yet)"
+    return f"pid {holder.get('pid')} on {holder.get('host')} (since {holder.get('since')})"
+
+
+def _same_file(fd, path):
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
