@@ -250,6 +250,9 @@ def _lock_or_refuse(fd, out):
     except BlockingIOError:
         raise RunInUseError(f"{out} is in use by {_describe(_holder(fd))}; wait for it to end, or choose another "
                             f"--out. Received: out={out!r}") from None
+    except OSError as error:  # e.g. ENOLCK on a network file system without locks
+        raise OSError(f"cannot lock {out} ({error.strerror}): its file system does not take locks; choose an --out "
+                      f"on a local disk. Received: out={out!r}") from None
 
 
 def _holder(fd):
