@@ -260,8 +260,8 @@ def _add_train_parser(sub):
                        description="Train an attention model. The run directory (--out) holds config.json, "
                                    "tokenizers.json, checkpoints/, best/, history.json, log.jsonl and, at "
                                    "the end, summary.json and export/. The latest state is saved every "
-                                   "--checkpoint-every steps, at the end and on Ctrl-C; --resume goes on "
-                                   "from it.")
+                                   "--checkpoint-every steps, at each epoch's end, at the end and on Ctrl-C; "
+                                   "--resume goes on from the newest state that reads back.")
     _add_corpus_flags(p, required=False)
     p.add_argument("--max-pairs", type=positive_int, help="use only this many training pairs (for quick runs)")
     p.add_argument("--out", required=True, help="run directory")
@@ -318,7 +318,8 @@ def _add_optimization_flags(o):
     o.add_argument("--clip-norm", type=positive_float, default=5.0,
                    help="gradient clipping by global norm (default: 5)")
     o.add_argument("--checkpoint-every", type=positive_int, default=500,
-                   help="steps between checkpoints (default: 500)")
+                   help="steps between checkpoints; each epoch's end and a session's first step are "
+                        "saved too (default: 500)")
     o.add_argument("--seed", type=non_negative_int, default=0, help="default: 0")
 
 

@@ -55,6 +55,12 @@ def reason_of(error):
     return message if len(message) <= 200 else message[:200] + "..."
 
 
+def once_fixed(error):
+    """When a failed write can be tried again: "once there is room" or "once it is writable"."""
+    full = reason_of(error) in ("No space left on device", "Disk quota exceeded")
+    return "once there is room" if full else "once it is writable"
+
+
 def write_error(what, where, error, advice=""):
     """A `WriteError` for `what` (e.g. "the checkpoint of step 61") that could not go to `where`."""
     free = free_space(where)

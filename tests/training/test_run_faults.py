@@ -282,7 +282,7 @@ def test_a_full_disk_stops_with_one_line_and_no_litter(tmp_path):
         run = str(disk / "run")
         line = train_until_the_fault(tmp_path, run, lambda: full(disk))
         assert f"could not write the checkpoint of step 21 to {run}/checkpoints: No space left on device; " in line
-        assert "continue with: tfattn train --resume --out" in line
+        assert "once there is room, continue with: tfattn train --resume --out" in line
         assert litter(run) == [] and readable_checkpoints(run) == [1, 11]
         resumed = tfattn("train", "--out", run, "--resume", "--quiet")
         _, err = resumed.communicate(timeout=600)
@@ -295,6 +295,12 @@ def test_a_read_only_checkpoints_directory_stops_with_error_line(tmp_path):
     line = train_until_the_fault(tmp_path, run, lambda: read_only(os.path.join(run, "checkpoints")))
     reason = "Read-only file system" if os.geteuid() == 0 else "Permission denied"
     assert f"could not write the checkpoint of step 21 to {run}/checkpoints: {reason}; " in line
+    assert "once it is writable, continue with: tfattn train --resume --out" in line
+    assert litter(run) == [] and readable_checkpoints(run) == [1, 11]
+    with read_only(os.path.join(run, "checkpoints")):  # still read-only: the resume stops at its first step
+        again = tfattn("train", "--out", run, "--resume", "--quiet")
+        _, err = again.communicate(timeout=600)
+    assert again.returncode == 1 and "could not write the checkpoint of step 12 " in error_line(err)
     assert litter(run) == [] and readable_checkpoints(run) == [1, 11]
     resumed = tfattn("train", "--out", run, "--resume", "--quiet")
     _, err = resumed.communicate(timeout=600)

@@ -260,7 +260,8 @@ class _Saver:
     """
 
     def __init__(self, run, trainer, every):
-        self.run, self.trainer, self.every, self.saved_step = run, trainer, every, None
+        self.run, self.trainer, self.every = run, trainer, every
+        self.saved_step, self.saved_this_session = None, False
         self.best_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False, name="best_val_loss")
         self.history = tf.Variable("", dtype=tf.string, trainable=False, name="history")
         self.checkpoint = trainer.checkpoint(best_val_loss=self.best_loss, history=self.history)
@@ -271,8 +272,9 @@ class _Saver:
         return {**self.trainer.history, "seconds": self.trainer.seconds}
 
     def after_step(self, loss):
-        """Saves the latest state if it is due: at the first step, then `every` steps after the last save."""
-        if self.saved_step is None or self.trainer.step >= self.saved_step + self.every:
+        """Saves the latest state if it is due: at this session's first step (so that a directory that
+        cannot be written stops the run at once), then `every` steps after the last save."""
+        if not self.saved_this_session or self.trainer.step >= self.saved_step + self.every:
             self.save_latest("checkpoint", loss=loss)  # a step's loss is read only when saved
 
     def save_latest(self, event=None, **record):
@@ -280,7 +282,7 @@ class _Saver:
         step = self.trainer.step
         if step != self.saved_step:
             self.save(self.latest)
-            self.saved_step = step
+            self.saved_step, self.saved_this_session = step, True
         if event:
             self.run.log(event=event, step=step, epoch=int(self.trainer.epoch),
                          position=int(self.trainer.position), **{k: float(v) for k, v in record.items()})
@@ -293,8 +295,8 @@ class _Saver:
         except (tf.errors.OpError, OSError) as error:
             remove_failed_save(manager.directory, step)
             raise files.write_error(f"the checkpoint of step {step}", manager.directory, error,
-                                    "The earlier checkpoints are untouched; once there is room, continue with: "
-                                    f"tfattn train --resume --out {self.run.out}") from None
+                                    f"The earlier checkpoints are untouched; {files.once_fixed(error)}, continue "
+                                    f"with: tfattn train --resume --out {self.run.out}") from None
 
     def restore(self, config, echo):
         """Goes on from the newest state that reads back whole, its history with it."""
@@ -337,8 +339,8 @@ def _finish(run, config, trainer, tokenizers, echo):
     try:
         path = export(translator, run.path("export"))
     except files.WriteError as error:
-        raise files.WriteError(f"{error} The run's checkpoints are complete: once there is room, write the "
-                               f"export with: tfattn train --resume --out {run.out}") from None
+        raise files.WriteError(f"{error} The run's checkpoints are complete: once the export can be written, "
+                               f"write it with: tfattn train --resume --out {run.out}") from None
     history = trainer.history
     summary = {
         "run": run.out,
