@@ -226,6 +226,21 @@ def test_nul_rich_text_without_a_byte_order_mark_is_refused(tmp_path, encoding, 
         corpora.load_anki(tmp_path / "wide.txt")
 
 
+def test_a_few_nul_bytes_leave_a_file_utf8_judged_line_by_line(tmp_path):
+    (tmp_path / "short.txt").write_bytes(b"Go.\tVe.\na\x00\tb\n")  # one NUL in 15 bytes: not UTF-16
+    corpus = corpora.load_anki(tmp_path / "short.txt")
+    assert corpus.pairs[0] == ("Ve.", "Go.") and len(corpus.pairs) + len(corpus.skipped) == 2
+
+
+def test_a_utf16_line_that_does_not_decode_is_skipped_not_the_file(tmp_path):
+    good = "Go.\tVe.\n".encode("utf-16-le")
+    lone_surrogate = b"\x00\xd8" + "x\ty\n".encode("utf-16-le")  # a high surrogate with no low one
+    (tmp_path / "wide.txt").write_bytes(b"\xff\xfe" + good + lone_surrogate + good)
+    corpus = corpora.load_anki(tmp_path / "wide.txt")
+    assert corpus.pairs == [("Ve.", "Go."), ("Ve.", "Go.")]
+    assert corpus.skipped == [(2, "invalid UTF-16")]
+
+
 def test_a_directory_given_as_a_corpus_file_says_so(tmp_path):
     write_anki(tmp_path / "spa.txt")
     (tmp_path / "_about.txt").write_text("about")

@@ -3,8 +3,10 @@ damaged checkpoints and exports, a full or read-only disk. Every fault is inject
 process is stopped at a step it reported itself (see tests/processes.py), never after a sleep."""
 
 import contextlib
+import fcntl
 import glob
 import json
+import math
 import os
 import shutil
 import signal
@@ -18,6 +20,7 @@ from conftest import run_main
 from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_at, wait_until_stopped, write_anki
 from tfattn import files
 from tfattn.training import runs
+from tfattn.training import rundir
 from tfattn.training.rundir import Run, RunInUseError, damage_of
 
 
@@ -69,8 +72,37 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
     with Run(out).claim(echo=messages.append):  # nobody holds its flock: the holder died
         assert json.loads((out / ".lock").read_text())["pid"] == os.getpid()
     assert messages == ["taking over the lock of pid 4242 on elsewhere (since 2026-01-01T00:00:00), "
-                        "which is no longer running"]
+                        "which no longer holds it"]
     assert out.is_dir() and not (out / ".lock").exists()  # released; the directory was there before
+
+
+def test_a_probe_of_the_lock_lets_another_probe_pass(tmp_path):
+    # Each claim first probes the lock with a shared flock (which NFS grants on a read-only file):
+    # two processes probing a stale lock at once must not refuse each other.
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / ".lock").write_text(json.dumps({"pid": 4242, "host": "elsewhere", "since": "2026-01-01T00:00:00"}))
+    fd = os.open(out / ".lock", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # the other process's probe, held
+        rundir._Lock(str(out / ".lock")).refuse_if_held(str(out))  # passes
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a live holder
+        with pytest.raises(RunInUseError, match="in use by pid 4242 on elsewhere"):
+            rundir._Lock(str(out / ".lock")).refuse_if_held(str(out))
+    finally:
+        os.close(fd)
+
+
+def test_a_run_directory_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    write_anki(tmp_path / "d.txt", 600)
+    out = tmp_path / "run"
+    out.mkdir()
+    with read_only(out):
+        status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "d.txt"), "--out", str(out),
+                                  "--epochs", "1", *TRAIN_FLAGS)
+    reason = "Read-only file system" if os.geteuid() == 0 else "Permission denied"
+    assert status == 1 and error_line(err).startswith(f"tfattn: error: could not write the run's lock to {out}/.lock: "
+                                                      f"{reason}; ")
 
 
 def test_a_second_training_on_the_same_out_is_refused(tmp_path):
@@ -118,6 +150,40 @@ def test_a_kill_after_two_epochs_loses_no_epoch(tmp_path):
     assert (summary["steps"], summary["epochs"]) == (216, 3)  # 72 steps more, and 3 epochs, not 5
     history = json.load(open(os.path.join(run, "history.json")))
     assert history["loss"][:2] == before["loss"] and len(history["loss"]) == 3
+
+
+def epoch_and_position(prefix):
+    reader = tf.train.load_checkpoint(prefix)
+    return tuple(int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE")) for name in ("epoch", "position"))
+
+
+def test_a_step_save_on_an_epoch_s_last_batch_resumes_into_the_next_epoch(tmp_path, capsys):
+    """72 batches an epoch and --checkpoint-every 71: the save of step 72 falls on the epoch's last
+    batch, before its validation, and is not saved again at the epoch's end; best/ holds step 72
+    after the epoch's end. A resume goes on from best/; without it (a kill during the validation),
+    from the last batch: no batch of epoch 1 again, its validation again, then epoch 2."""
+    write_anki(tmp_path / "d.txt", 600)
+    run = str(tmp_path / "run")
+    status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1",
+                              *TRAIN_FLAGS, "--checkpoint-every", "71")
+    assert status == 0, err
+    first = json.load(open(os.path.join(run, "history.json")))
+    assert readable_checkpoints(run) == [1, 72]
+    assert epoch_and_position(os.path.join(run, "checkpoints", "ckpt-72")) == (1, 72)
+    assert epoch_and_position(os.path.join(run, "best", "ckpt-72")) == (2, 0)
+    twin = copy_run((run, None), tmp_path / "twin")
+    status, out, err = run_main(capsys, "train", "--out", twin, "--resume", "--epochs", "2", "--quiet")
+    assert status == 0 and f"resumed from step 72 (epoch 2, batch 0), the state in {twin}/best/ckpt-72" in err, err
+
+    shutil.rmtree(os.path.join(run, "best"))
+    status, out, err = run_main(capsys, "train", "--out", run, "--resume", "--epochs", "2", "--quiet")
+    assert status == 0 and "resumed from step 72 (epoch 1, batch 72)\n" in err, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert (summary["steps"], summary["epochs"]) == (144, 2)
+    history = json.load(open(os.path.join(run, "history.json")))
+    assert history["loss"][0] == pytest.approx(first["loss"][0], rel=1e-6)  # the restored sums of epoch 1
+    assert history["val_loss"][0] == pytest.approx(first["val_loss"][0], rel=1e-5)
+    assert all(map(math.isfinite, history["loss"])) and len(history["val_loss"]) == 2
 
 
 def test_a_checkpoint_without_a_history_cuts_history_json_to_its_epoch(tmp_path):
@@ -177,6 +243,9 @@ def test_a_damaged_latest_checkpoint_is_skipped_and_named(small_run, tmp_path, c
     assert "resumed from step 142 (epoch 2, batch 70)" in err
     summary = json.loads(out.strip().splitlines()[-1])
     assert (summary["steps"], summary["epochs"]) == (216, 3)  # 2 steps of epoch 2 again, then epoch 3
+    resumed = json.load(open(os.path.join(run, "history.json")))
+    # Epoch 2's loss is over its 72 batches (70 restored with the checkpoint, 2 done again), as before.
+    assert resumed["loss"][1] == pytest.approx(history["loss"][1], rel=1e-4) and len(resumed["loss"]) == 3
 
 
 def test_no_readable_checkpoint_is_error_line(small_run, tmp_path, capsys):
@@ -185,7 +254,10 @@ def test_no_readable_checkpoint_is_error_line(small_run, tmp_path, capsys):
         cut_in_half(path)
     assert all(damage_of(p[: -len(".index")]) for p in glob.glob(os.path.join(run, "*", "ckpt-*.index")))
     status, _, err = run_main(capsys, "train", "--out", run, "--resume", "--quiet")
-    assert status == 2 and error_line(err).startswith("tfattn: error: No checkpoint reads back whole: ")
+    line = error_line(err)
+    assert status == 2 and line.startswith("tfattn: error: No checkpoint reads back whole (the 4 named above); "
+                                           "train the run again into a new --out.")
+    assert err.count("skipping the checkpoint ") == 4
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -359,3 +431,15 @@ def test_an_export_to_a_full_disk_keeps_the_export_before(dates_translator, tmp_
             export(dates_translator, path)
         assert sorted(os.listdir(disk)) == ["e", "filler"]
         assert load(path).signatures["translate"](text=tf.constant(["5 march 2019"]))["length"].numpy()[0] > 0
+
+
+def test_export_of_the_latest_state_takes_best_when_it_is_newer(small_run, tmp_path, monkeypatch):
+    run = copy_run(small_run, tmp_path)
+    for path in glob.glob(os.path.join(run, "checkpoints", "ckpt-144.*")):
+        os.remove(path)  # as when the epoch-end save of step 144 failed after best/ was saved
+    used = []
+    monkeypatch.setattr(runs, "restore_weights", lambda model, path: used.append(path))
+    monkeypatch.setattr(runs, "export", lambda translator, out: out)
+    runs.export_run(run, str(tmp_path / "e"), checkpoint="latest", echo=used.append)
+    runs.export_run(run, str(tmp_path / "e"), checkpoint="best", echo=used.append)
+    assert used == [os.path.join(run, "best", "ckpt-144")] * 2

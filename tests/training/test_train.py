@@ -137,3 +137,30 @@ def test_a_trainer_checkpoint_restores_the_weights_into_a_new_model(tmp_path):
     restored = restore_weights(fresh, path)
     for trained, loaded in zip(trainer.model.variables, restored.variables):
         np.testing.assert_array_equal(loaded.numpy(), trained.numpy())
+
+
+@pytest.mark.parametrize("stop_after", [2, 5])
+def test_an_epoch_resumed_from_a_checkpoint_reports_all_its_batches(tmp_path, stop_after):
+    # 5 batches of 8 rows with 3 labels each: every step weighs the same, so the epoch's loss is the
+    # plain mean of its 5 step losses, whether it was stopped after step 2 (mid-epoch) or after
+    # step 5 (the last batch, before the epoch's end) and finished from a checkpoint.
+    losses = []
+
+    def record(trainer, logs):
+        losses.append(float(logs["step_loss"]))
+        if trainer.step == stop_after and len(losses) == stop_after:
+            raise KeyboardInterrupt
+
+    config = TrainConfig(epochs=1, learning_rate=0.01)
+    first = Trainer(tiny_model(), config, quiet=True)
+    with pytest.raises(KeyboardInterrupt):
+        first.fit(dataset(), on_step=record)
+    path = first.checkpoint().write(str(tmp_path / "ckpt"))
+    second = Trainer(tiny_model(), config, quiet=True)
+    second.checkpoint().read(path).assert_existing_objects_matched()
+    assert (int(second.epoch), int(second.position)) == (1, stop_after)
+    history = second.fit(dataset(), validation=dataset(16), on_step=record)
+    assert len(losses) == 5
+    assert history["loss"] == [pytest.approx(sum(losses) / 5, rel=1e-5)]
+    assert history["padding_fraction"] == [0.0] and history["tokens_per_s"][0] > 0
+    assert (int(second.epoch), int(second.position)) == (2, 0)

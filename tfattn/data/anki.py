@@ -131,7 +131,7 @@ def text_encoding(path):
         if head.startswith(bom):
             return encoding
     nuls = head.count(0)
-    if nuls < max(1, len(head) // 8):
+    if nuls < max(16, len(head) // 8):  # a few NULs: UTF-8 text, its lines judged one by one
         return "utf-8"
     even, odd = head[0::2].count(0), head[1::2].count(0)
     guess = "UTF-16LE" if odd > 4 * even else "UTF-16BE" if even > 4 * odd else None
@@ -177,17 +177,12 @@ def read_lines(path):
 
 
 def _read_wide_lines(path, encoding):
-    """`read_lines` of a UTF-16 or UTF-32 file (its byte order mark says which byte order)."""
-    number = 0
-    try:
-        with open(path, encoding=encoding, newline="\n") as file:
-            for number, line in enumerate(file, start=1):
-                yield number, line.removesuffix("\n").removesuffix("\r"), None
-    except UnicodeDecodeError as error:
-        raise ValueError(
-            f"{path}: invalid {encoding.upper()} after line {number} ({error.reason}); save the file as "
-            f"UTF-8. Received: path={str(path)!r}"
-        ) from None
+    """`read_lines` of a UTF-16 or UTF-32 file (its byte order mark says which byte order); a line
+    with bytes that do not decode is marked, as invalid UTF-8 is."""
+    with open(path, encoding=encoding, errors="replace", newline="\n") as file:
+        for number, line in enumerate(file, start=1):
+            problem = f"invalid {encoding.upper()}" if "\ufffd" in line else None
+            yield number, line.removesuffix("\n").removesuffix("\r"), problem
 
 
 def sides_problem(source, target):

@@ -232,8 +232,8 @@ def _check_export_path(path):
         raise FileExistsError(f"{path} is a file; an export is a directory. Received: path={path!r}")
     entries = set(os.listdir(path)) if os.path.isdir(path) else set()
     if entries and not {"saved_model.pb", CONFIG_FILE} & entries:
-        shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
-        raise FileExistsError(f"{path} is not empty and is not an export (it holds {shown}); an export replaces "
+        raise FileExistsError(f"{path} is not empty and is not an export (it holds {files.listing(entries)}); an "
+                              f"export replaces "
                               f"only an earlier export. Choose a new directory. Received: path={path!r}")
 
 

@@ -5,7 +5,7 @@
       config.json       the final RunConfig (flags applied)
       tokenizers.json   both tokenizers, vocabularies included (a resumed run reuses them)
       checkpoints/      the latest states: every `checkpoint_every` steps, at every epoch's end, at
-                        the end and on Ctrl-C (model, optimizer, epoch, data position, history)
+                        the end and on Ctrl-C (model, optimizer, epoch, data position, epoch sums, history)
       best/             the state with the lowest validation loss
       log.jsonl         one JSON line per checkpoint and per epoch
       history.json      per-epoch loss, accuracy, validation loss and accuracy, tokens/s
@@ -27,8 +27,8 @@ import glob
 import json
 import os
 import re
-import shutil
 import socket
+import time
 
 from tfattn import files
 
@@ -65,13 +65,7 @@ class Run:
             raise ValueError(f"{self.path(name)} is damaged, not JSON ({error}). Received: out={self.out!r}") from None
 
     def log(self, **record):
-        try:
-            with open(self.path("log.jsonl"), "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-        except OSError as error:
-            raise files.write_error("the run's log", self.path("log.jsonl"), error) from None
+        files.append_line(self.path("log.jsonl"), json.dumps(record), "the run's log")
 
     def tokenizers(self):
         from tfattn.data.text import Tokenizer
@@ -124,26 +118,24 @@ class Run:
             raise FileExistsError(f"{out} already holds a run; pass --resume to continue it or choose another "
                                   f"--out. Received: out={out!r}")
         if not resume and entries - SETUP_FILES:
-            shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
-            raise FileExistsError(f"{out} is not empty and is not a run (it holds {shown}); a new run needs a new "
+            raise FileExistsError(f"{out} is not empty and is not a run (it holds {files.listing(entries)}); a new "
+                                  f"run needs a new "
                                   f"or empty directory. Received: out={out!r}")
 
     def remove_litter(self):
         """Removes what an interrupted write left: `*_temp` checkpoint shards, `*.tmp*` files, and
-        the hidden `.export.tmp-*` / `.export.old-*` directories of an export."""
+        the hidden `.export.tmp-*` / `.export.old-*` directories of an export (after putting back
+        an export that a kill left aside)."""
+        files.recover_directory(self.path("export"))
         patterns = ("*.tmp", ".*.tmp-*", ".*.old-*", "*/*_temp*", "*/*.tmp*", "*/checkpoint.tmp*")
-        for path in {p for pattern in patterns for p in glob.glob(self.path(pattern))}:
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.remove(path)
+        files.remove_all({p for pattern in patterns for p in glob.glob(self.path(pattern))})
 
     def checkpoint_files(self):
-        """Every checkpoint of the run as `(step, path)`, newest first (`checkpoints/` before
-        `best/` at the same step)."""
+        """Every checkpoint of the run as `(step, path)`, newest first (`best/` before `checkpoints/`
+        at the same step: `best/` is saved at an epoch's end, `checkpoints/` may hold the same step
+        saved after the epoch's last batch, before validation)."""
         found = []
-        for rank, folder in enumerate(("checkpoints", "best")):
+        for rank, folder in enumerate(("best", "checkpoints")):
             for index in glob.glob(self.path(folder, "ckpt-*.index")):
                 match = re.fullmatch(r"ckpt-(\d+)\.index", os.path.basename(index))
                 if match:
@@ -152,17 +144,13 @@ class Run:
 
 
 def remove_failed_save(directory, step):
-    """Removes what a failed save of `ckpt-STEP` wrote (the manager's `checkpoint` file still names
-    the earlier checkpoints)."""
-    for path in glob.glob(os.path.join(glob.escape(directory), f"ckpt-{step}[._]*")):
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-    for path in glob.glob(os.path.join(glob.escape(directory), "checkpoint.tmp*")):
-        with contextlib.suppress(OSError):
-            os.remove(path)
+    """Removes what a failed save of `ckpt-STEP` wrote: its temporary files, and its checkpoint files
+    unless they read back whole (the save can fail after writing them, on the manager's own
+    `checkpoint` file)."""
+    prefix = os.path.join(directory, f"ckpt-{step}")
+    complete = os.path.exists(prefix + ".index") and damage_of(prefix) is None
+    files.remove_all(glob.glob(glob.escape(prefix) + ("_*" if complete else "[._]*")))
+    files.remove_all(glob.glob(os.path.join(glob.escape(directory), "checkpoint.tmp*")))
 
 
 def damage_of(path):
@@ -186,15 +174,14 @@ def newest_readable(paths, echo=print):
     Raises:
         ValueError: if none of them reads back.
     """
-    problems = []
     for path in paths:
         problem = damage_of(path)
         if problem is None:
             return path
-        problems.append(f"{path} ({problem})")
         echo(f"skipping the checkpoint {path}: it does not read back ({problem})")
-    if problems:
-        raise ValueError(f"No checkpoint reads back whole: {'; '.join(problems)}. Received: {len(paths)} checkpoints")
+    if paths:
+        raise ValueError(f"No checkpoint reads back whole (the {len(paths)} named above); train the run again "
+                         f"into a new --out. Received: newest={paths[0]!r}")
     return None
 
 
@@ -206,9 +193,12 @@ class _Lock:
 
     def acquire(self, out, echo):
         while self.fd is None:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                _lock_or_refuse(fd, out)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as error:  # a directory this process may not write
+                raise files.write_error("the run's lock", self.path, error) from None
+            try:
+                _lock_or_refuse(fd, out, tries=20)
             except RunInUseError:
                 os.close(fd)
                 raise
@@ -218,7 +208,7 @@ class _Lock:
                 os.close(fd)
         previous = _holder(self.fd)
         if previous:
-            echo(f"taking over the lock of {_describe(previous)}, which is no longer running")
+            echo(f"taking over the lock of {_describe(previous)}, which no longer holds it")
         me = {"pid": os.getpid(), "host": socket.gethostname(),
               "since": datetime.datetime.now().isoformat(timespec="seconds")}
         os.ftruncate(self.fd, 0)
@@ -231,9 +221,9 @@ class _Lock:
         except OSError:  # no lock file (or none readable): nobody holds it
             return
         try:
-            _lock_or_refuse(fd, out)
+            _lock_or_refuse(fd, out, shared=True)  # a shared lock: other probes pass, and NFS allows it read-only
         finally:
-            os.close(fd)  # lets go of the lock too, if this took it
+            os.close(fd)  # lets go of the lock too
 
     def release(self):
         if self.fd is not None:
@@ -243,16 +233,22 @@ class _Lock:
             self.fd = None
 
 
-def _lock_or_refuse(fd, out):
-    """Takes the exclusive lock on `fd`, or raises `RunInUseError` naming the live process that holds it."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise RunInUseError(f"{out} is in use by {_describe(_holder(fd))}; wait for it to end, or choose another "
-                            f"--out. Received: out={out!r}") from None
-    except OSError as error:  # e.g. ENOLCK on a network file system without locks
-        raise OSError(f"cannot lock {out} ({error.strerror}): its file system does not take locks; choose an --out "
-                      f"on a local disk. Received: out={out!r}") from None
+def _lock_or_refuse(fd, out, shared=False, tries=1):
+    """Takes the lock on `fd` (exclusive unless `shared`), or raises `RunInUseError` naming the live
+    process that holds it. `tries` > 1 waits out another process's probe, which holds a shared lock
+    for a moment."""
+    for attempt in range(tries):
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if attempt + 1 < tries:
+                time.sleep(0.01)
+        except OSError as error:  # e.g. ENOLCK on a network file system without locks
+            raise OSError(f"cannot lock {out} ({error.strerror}): its file system does not take locks; choose an "
+                          f"--out on a local disk. Received: out={out!r}") from None
+    raise RunInUseError(f"{out} is in use by {_describe(_holder(fd))}; wait for it to end, or choose another "
+                        f"--out. Received: out={out!r}")
 
 
 def _holder(fd):

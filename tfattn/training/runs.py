@@ -255,16 +255,22 @@ def _train(run, config, trainer, datasets, tokenizers, resume, echo):
 class _Saver:
     """The run's checkpoints: the latest state in `checkpoints/` (the last 3), the best in `best/`.
 
-    Each state holds the weights, the optimizer, the epoch and data position (`Trainer.checkpoint`),
-    the best validation loss so far and the history up to it, and is named by its step.
+    Each state holds the weights, the optimizer, the epoch, data position and epoch sums
+    (`Trainer.state`), the best validation loss so far and the history up to it, and is named by its
+    step. A state is not saved twice at one step: when a step save falls on an epoch's last batch,
+    the epoch's end keeps it (and `best/` may hold the same step after the epoch's end); a run resumed
+    from it trains no batch of that epoch and validates it again.
     """
+
+    OPTIONAL = ("history", "epoch_sums")  # parts a checkpoint of an earlier version may lack
 
     def __init__(self, run, trainer, every):
         self.run, self.trainer, self.every = run, trainer, every
         self.saved_step, self.saved_this_session = None, False
         self.best_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False, name="best_val_loss")
         self.history = tf.Variable("", dtype=tf.string, trainable=False, name="history")
-        self.checkpoint = trainer.checkpoint(best_val_loss=self.best_loss, history=self.history)
+        self.parts = {**trainer.state(), "best_val_loss": self.best_loss, "history": self.history}
+        self.checkpoint = tf.train.Checkpoint(**self.parts)
         self.latest = tf.train.CheckpointManager(self.checkpoint, run.path("checkpoints"), max_to_keep=3)
         self.best = tf.train.CheckpointManager(self.checkpoint, run.path("best"), max_to_keep=1)
 
@@ -304,7 +310,9 @@ class _Saver:
         if path is None:
             echo("no checkpoint yet: training from the start")
             return
-        self.checkpoint.restore(path).assert_existing_objects_matched()
+        held = {name.split("/")[0] for name in tf.train.load_checkpoint(path).get_variable_to_shape_map()}
+        parts = {name: part for name, part in self.parts.items() if name in held or name not in self.OPTIONAL}
+        tf.train.Checkpoint(**parts).restore(path).assert_existing_objects_matched()
         self.saved_step = self.trainer.step
         self.trainer.history = _history_at(self.run, self.history.numpy().decode("utf-8"), int(self.trainer.epoch))
         self.run.write_json("history.json", self.trainer.history)
@@ -358,16 +366,18 @@ def _finish(run, config, trainer, tokenizers, echo):
 def export_run(run_dir, out, checkpoint="best", accel=True, echo=print):
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
-    The newest checkpoint of the kind that reads back whole is used (any newer one is named through
-    `echo`). `accel=False` exports the reference tier's decoding (see `Translator`)."""
+    The newest checkpoint in `best/` (or, for `"latest"`, in `checkpoints/` or `best/`) that reads
+    back whole is used; any newer one is named through `echo`. `accel=False` exports the reference
+    tier's decoding (see `Translator`)."""
     run = Run(run_dir)
     if not run.exists():
         raise FileNotFoundError(f"Not a run directory (no config.json). Received: model={run_dir!r}")
     config = RunConfig.from_dict(run.read_json("config.json"))
     tokenizers = run.tokenizers()
     model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
-    folder = run.path("best" if checkpoint == "best" else "checkpoints")
-    path = newest_readable([p for _, p in run.checkpoint_files() if os.path.dirname(p) == folder], echo)
+    best = run.path("best")
+    path = newest_readable([p for _, p in run.checkpoint_files() if checkpoint != "best" or os.path.dirname(p) == best],
+                           echo)
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
     restore_weights(model, path)

@@ -115,8 +115,9 @@ class Trainer:
     """Trains a model with teacher forcing and keeps what a checkpoint must hold to resume.
 
     The optimizer's `iterations` is the global step; `epoch` (1-based, the epoch in progress) and
-    `position` (batches of that epoch already trained) say where in the data to continue, so that
-    `checkpoint()` restores a run to the batch where it stopped.
+    `position` (batches of that epoch already trained) say where in the data to continue, and
+    `epoch_sums` what the epoch's batches so far added up to, so that `checkpoint()` restores a run
+    to the batch where it stopped and its epoch still reports the loss of all its batches.
 
     Args:
         model: a `Seq2Seq` model.
@@ -138,6 +139,8 @@ class Trainer:
         self.eval_step = make_eval_step(model, self.config.accel)
         self.epoch = tf.Variable(1, dtype=tf.int64, trainable=False, name="epoch")
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="position")
+        # The epoch so far: loss * tokens, accuracy * tokens, tokens, label positions, seconds.
+        self.epoch_sums = tf.Variable(tf.zeros([5]), trainable=False, name="epoch_sums")
         self.progress = Progress(quiet)
         self.history = {}
         self._clock = None  # during `fit`: (its start, the seconds of the calls before)
@@ -155,12 +158,14 @@ class Trainer:
         return before + time.perf_counter() - start
 
     def checkpoint(self, **extra):
-        """A `tf.train.Checkpoint` of the weights, optimizer, epoch and data position (and `extra`).
+        """A `tf.train.Checkpoint` of the training state (`state()`) and `extra`."""
+        return tf.train.Checkpoint(**self.state(), **extra)
 
-        The weights are under `weights`, as in `weights_checkpoint`, so that either can restore them.
-        """
-        return tf.train.Checkpoint(weights=list(self.model.variables), optimizer=self.optimizer,
-                                   epoch=self.epoch, position=self.position, **extra)
+    def state(self):
+        """What a checkpoint holds to resume: the weights (under `weights`, as in
+        `weights_checkpoint`, so that either can restore them), optimizer, epoch, position, epoch sums."""
+        return {"weights": list(self.model.variables), "optimizer": self.optimizer, "epoch": self.epoch,
+                "position": self.position, "epoch_sums": self.epoch_sums}
 
     def fit(self, dataset, validation=None, callbacks=(), on_step=None):
         """Runs epochs `epoch..config.epochs` (or until the time budget); returns the history.
@@ -176,7 +181,7 @@ class Trainer:
             `{"loss": [...], "accuracy": [...], "padding_fraction": [...], ("val_loss",
             "val_accuracy"), "tokens_per_s": [...], "seconds": float}`: `self.history`, to which
             each call appends one entry per epoch it runs (an epoch cut by the time budget and
-            finished by a later call has two) and adds its seconds; `padding_fraction` is the
+            finished by a later call has two, the second over all its batches) and adds its seconds; `padding_fraction` is the
             share of padding among the label positions.
         """
         start = time.perf_counter()
@@ -203,11 +208,14 @@ class Trainer:
     def _run_epoch(self, dataset, start, on_step):
         """Trains from `position` to the end of the epoch; returns `(logs, tokens_per_s, finished)`.
 
-        Loss and accuracy are summed on the device, weighted by target tokens, and read back every
-        `config.log_every` steps (for the progress line) and at the end of the epoch.
+        Loss and accuracy are summed on the device in `epoch_sums`, weighted by target tokens, and
+        read back every `config.log_every` steps (for the progress line) and at the end of the epoch.
+        A run resumed at the end of an epoch (saved after its last batch) trains no batch here and
+        reports the restored sums.
         """
-        t0, epoch, finished, slots, step0 = time.perf_counter(), int(self.epoch), True, 0, self.step
-        sums = tf.zeros([3])  # loss * tokens, accuracy * tokens, tokens
+        epoch, finished, step0, tick = int(self.epoch), True, self.step, time.perf_counter()
+        if int(self.position) == 0:
+            self.epoch_sums.assign(tf.zeros([5]))
         end = self.config.steps_per_epoch
         data = dataset.take(end) if end else dataset
         for i, (source, target) in enumerate(data.skip(int(self.position)), 1):
@@ -217,17 +225,18 @@ class Trainer:
             out = self.train_step(source, target)
             self.position.assign_add(1)
             tokens = tf.cast(out["tokens"], tf.float32)
-            sums += tf.stack([out["loss"] * tokens, out["accuracy"] * tokens, tokens])
-            slots += target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
+            slots = target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
+            seconds, tick = time.perf_counter() - tick, time.perf_counter()
+            self.epoch_sums.assign_add(tf.stack([out["loss"] * tokens, out["accuracy"] * tokens, tokens,
+                                                 float(slots), seconds]))
             if i % self.config.log_every == 0:
-                self.progress.update(epoch, int(self.position), *_averages(sums, t0))
+                self.progress.update(epoch, int(self.position), *_averages(self.epoch_sums))
             if on_step is not None:
                 on_step(self, {"step_loss": out["loss"]})
             if _out_of_time(self.config, start):
                 finished = False
                 break
-        logs, tokens_per_s = _averages(sums, t0)
-        logs["padding_fraction"] = 1.0 - float(sums[2]) / slots if slots else 0.0
+        logs, tokens_per_s = _averages(self.epoch_sums)
         return logs, tokens_per_s, finished
 
 
@@ -242,12 +251,13 @@ def budget_learning_rate(config, elapsed, step=0):
     return config.learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * fraction)))
 
 
-def _averages(sums, t0):
-    """`({"loss", "accuracy"}, tokens per second)` from the device sums of `Trainer._run_epoch`."""
-    loss, accuracy, tokens = sums.numpy().tolist()
+def _averages(sums):
+    """`({"loss", "accuracy", "padding_fraction"}, tokens per second)` from `Trainer.epoch_sums`."""
+    loss, accuracy, tokens, slots, seconds = sums.numpy().tolist()
     logs = {"loss": loss / tokens, "accuracy": accuracy / tokens} if tokens else {
         "loss": float("nan"), "accuracy": float("nan")}
-    return logs, tokens / max(time.perf_counter() - t0, 1e-9)
+    logs["padding_fraction"] = 1.0 - tokens / slots if slots else 0.0
+    return logs, tokens / max(seconds, 1e-9)
 
 
 def fit(model, dataset, config=None, validation=None, quiet=False, callbacks=()):
