@@ -397,7 +397,8 @@ def test_a_failing_checkpoint_write_is_one_line_and_cleaned_up(tmp_path, capsys,
     status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "d.txt"), "--out", run, "--epochs", "1",
                               *TRAIN_FLAGS)
     assert status == 1
-    assert f"could not write the checkpoint of step 21 to {run}/checkpoints: No space left on device; " in error_line(err)
+    line = error_line(err)
+    assert f"could not write the checkpoint of step 21 to {run}/checkpoints: No space left on device; " in line
     assert litter(run) == [] and readable_checkpoints(run) == [1, 11]
     assert not os.path.exists(os.path.join(run, ".lock"))
 

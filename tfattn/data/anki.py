@@ -30,6 +30,8 @@ import os
 import pathlib
 import typing
 
+from tfattn import files
+
 ANKI_SPA_URL = "http://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip"
 DIRECTIONS = ("to_english", "from_english")
 SPLITS = ("train", "validation", "test")
@@ -105,8 +107,8 @@ def require_file(path):
     """Raises `FileNotFoundError` (or `IsADirectoryError`) naming the absolute path unless `path`
     is a file."""
     if os.path.isdir(path):
-        inside = sorted(p.name for p in pathlib.Path(path).glob("*.t[xs][tv]") if not p.name.startswith("_"))
-        hint = f" (it holds {', '.join(inside[:3])})" if inside else ""
+        inside = [p.name for p in pathlib.Path(path).glob("*.t[xs][tv]") if not p.name.startswith("_")]
+        hint = f" (it holds {files.listing(inside, most=3)})" if inside else ""
         raise IsADirectoryError(
             f"{os.path.abspath(path)} is a directory; pass the sentence-pair file in it{hint}, or, for "
             f"aligned SPLIT.LANG files, --format parallel. Received: path={str(path)!r}"

@@ -232,9 +232,9 @@ def _check_export_path(path):
         raise FileExistsError(f"{path} is a file; an export is a directory. Received: path={path!r}")
     entries = set(os.listdir(path)) if os.path.isdir(path) else set()
     if entries and not {"saved_model.pb", CONFIG_FILE} & entries:
-        raise FileExistsError(f"{path} is not empty and is not an export (it holds {files.listing(entries)}); an "
-                              f"export replaces "
-                              f"only an earlier export. Choose a new directory. Received: path={path!r}")
+        raise FileExistsError(f"{path} is not empty and is not an export (it holds {files.listing(entries)}); "
+                              f"an export replaces only an earlier export. Choose a new directory. "
+                              f"Received: path={path!r}")
 
 
 def _write_export(translator, path):

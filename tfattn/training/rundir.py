@@ -119,8 +119,7 @@ class Run:
                                   f"--out. Received: out={out!r}")
         if not resume and entries - SETUP_FILES:
             raise FileExistsError(f"{out} is not empty and is not a run (it holds {files.listing(entries)}); a new "
-                                  f"run needs a new "
-                                  f"or empty directory. Received: out={out!r}")
+                                  f"run needs a new or empty directory. Received: out={out!r}")
 
     def remove_litter(self):
         """Removes what an interrupted write left: `*_temp` checkpoint shards, `*.tmp*` files, and

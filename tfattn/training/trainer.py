@@ -181,8 +181,8 @@ class Trainer:
             `{"loss": [...], "accuracy": [...], "padding_fraction": [...], ("val_loss",
             "val_accuracy"), "tokens_per_s": [...], "seconds": float}`: `self.history`, to which
             each call appends one entry per epoch it runs (an epoch cut by the time budget and
-            finished by a later call has two, the second over all its batches) and adds its seconds; `padding_fraction` is the
-            share of padding among the label positions.
+            finished by a later call has two, the second over all its batches) and adds its
+            seconds; `padding_fraction` is the share of padding among the label positions.
         """
         start = time.perf_counter()
         self._clock = (start, self.history.get("seconds", 0.0))
@@ -226,7 +226,8 @@ class Trainer:
             self.position.assign_add(1)
             tokens = tf.cast(out["tokens"], tf.float32)
             slots = target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
-            seconds, tick = time.perf_counter() - tick, time.perf_counter()
+            now = time.perf_counter()
+            seconds, tick = now - tick, now
             self.epoch_sums.assign_add(tf.stack([out["loss"] * tokens, out["accuracy"] * tokens, tokens,
                                                  float(slots), seconds]))
             if i % self.config.log_every == 0:
