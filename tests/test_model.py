@@ -71,22 +71,22 @@ ROUND_TRIP = {
     ),
     "decoder-bahdanau-gru": (lambda: Decoder(TARGET_VOCAB, EMB, UNITS), call_decoder),
     "decoder-bahdanau-lstm-normalized": (
-        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention=BahdanauAttention(3, normalize=True), rnn="lstm"),
+        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention_layer=BahdanauAttention(3, normalize=True), rnn="lstm"),
         call_decoder,
     ),
-    "decoder-luong-feed-gru": (lambda: Decoder(TARGET_VOCAB, EMB, UNITS, style="luong"), call_decoder),
+    "decoder-luong-feed-gru": (lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention="luong"), call_decoder),
     "decoder-luong-feed-lstm-location": (
-        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention=LuongAttention("location", max_length=4),
-                        style="luong", rnn="lstm", dropout=0.2),
+        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention_layer=LuongAttention("location", max_length=4),
+                        attention="luong", rnn="lstm", dropout=0.2),
         call_decoder,
     ),
     "decoder-luong-nofeed-lstm-concat": (
-        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention=LuongAttention("concat", scale=True),
-                        style="luong", input_feeding=False, rnn="lstm"),
+        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention_layer=LuongAttention("concat", scale=True),
+                        attention="luong", input_feeding=False, rnn="lstm"),
         call_decoder,
     ),
     "decoder-luong-nofeed-gru-dot": (
-        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention=LuongAttention("dot"), style="luong",
+        lambda: Decoder(TARGET_VOCAB, EMB, UNITS, attention_layer=LuongAttention("dot"), attention="luong",
                         input_feeding=False),
         call_decoder,
     ),
@@ -99,7 +99,7 @@ ROUND_TRIP = {
     "seq2seq-dot": (lambda: make_model(tiny_config(score="dot"), SOURCE_VOCAB, TARGET_VOCAB), call_model),
     "seq2seq-hand-built": (
         lambda: Seq2Seq(Encoder(SOURCE_VOCAB, EMB, UNITS, bidirectional=False),
-                        Decoder(TARGET_VOCAB, EMB, UNITS, style="luong", input_feeding=False), name="s2s"),
+                        Decoder(TARGET_VOCAB, EMB, UNITS, attention="luong", input_feeding=False), name="s2s"),
         call_model,
     ),
 }

@@ -66,7 +66,7 @@ def make_model(config, source_vocab_size, target_vocab_size):
         attention = LuongAttention(c.score, scale=c.scale, max_length=c.max_source_length)
     encoder = Encoder(source_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, bidirectional=c.bidirectional,
                       num_layers=c.num_layers, dropout=c.dropout, name="encoder")
-    decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=attention, style=c.attention,
+    decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=c.attention, attention_layer=attention,
                       input_feeding=c.input_feeding, rnn=c.rnn, dropout=c.dropout, name="decoder")
     return Seq2Seq(encoder, decoder)
 

@@ -85,7 +85,7 @@ def test_masked_softmax_by_hand():
 
 def test_another_attention_class_runs_its_own_call():
     class Uniform(ScoredAttention):
-        def _scores(self, query, keys):
+        def compute_scores(self, query, keys):
             return tf.zeros([tf.shape(query)[0], tf.shape(query)[1], tf.shape(keys)[1]])
 
     query, value = inputs(1)

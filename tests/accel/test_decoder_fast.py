@@ -35,7 +35,7 @@ def setup(case):
     """A built decoder for `case` with non-zero biases, and an encoded batch: `(decoder, memory, state)`."""
     style, input_feeding, rnn, attention = CASES[case]
     outputs, state, mask = Encoder(SOURCE_VOCAB, EMB, UNITS, rnn=rnn)(SOURCE)
-    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, attention=attention and attention(), style=style,
+    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, attention=style, attention_layer=attention and attention(),
                       input_feeding=input_feeding, rnn=rnn)
     decoder.build((2, 1), outputs.shape)
     rng = np.random.default_rng(5)

@@ -36,7 +36,7 @@ def setup(case):
     style, input_feeding, rnn, attention = CASES[case]
     encoder = Encoder(SOURCE_VOCAB, EMB, UNITS, rnn=rnn)
     outputs, state, mask = encoder(SOURCE)
-    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, attention=attention and attention(), style=style,
+    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, attention=style, attention_layer=attention and attention(),
                       input_feeding=input_feeding, rnn=rnn)
     return decoder, outputs, state, mask
 
@@ -123,22 +123,40 @@ def test_step_returns_the_next_state(case):
         assert np.abs(final["feed"]).sum() > 0
 
 
-def test_default_attention_follows_the_style():
-    assert isinstance(Decoder(TARGET_VOCAB, EMB, UNITS, style="bahdanau").attention, BahdanauAttention)
-    luong = Decoder(TARGET_VOCAB, EMB, UNITS, style="luong").attention
+def test_default_attention_layer_follows_the_style():
+    assert isinstance(Decoder(TARGET_VOCAB, EMB, UNITS, attention="bahdanau").attention_layer, BahdanauAttention)
+    luong = Decoder(TARGET_VOCAB, EMB, UNITS, attention="luong").attention_layer
     assert isinstance(luong, LuongAttention) and luong.score == "general"
+
+
+@pytest.mark.parametrize("old", [dict(style="luong"), dict(attention=LuongAttention("dot"), style="luong")])
+def test_the_old_argument_names_still_work_with_a_deprecation_warning(old):
+    with pytest.warns(DeprecationWarning, match="attention"):
+        decoder = Decoder(TARGET_VOCAB, EMB, UNITS, **old)
+    assert decoder.attention == "luong" and isinstance(decoder.attention_layer, LuongAttention)
+    if "attention" in old:
+        assert decoder.attention_layer is old["attention"]
+
+
+def test_a_config_saved_with_the_old_names_loads():
+    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, attention="luong", attention_layer=LuongAttention("dot"))
+    config = decoder.get_config()
+    config["style"] = config.pop("attention")
+    config["attention"] = config.pop("attention_layer")
+    loaded = Decoder.from_config(config)
+    assert loaded.attention == "luong" and loaded.attention_layer.score == "dot"
 
 
 def test_unknown_style_is_an_error():
     with pytest.raises(ValueError) as error:
-        Decoder(TARGET_VOCAB, EMB, UNITS, style="transformer")
+        Decoder(TARGET_VOCAB, EMB, UNITS, attention="transformer")
     message = str(error.value)
-    assert "style='transformer'" in message and "'bahdanau'" in message and "'luong'" in message
+    assert "attention='transformer'" in message and "'bahdanau'" in message and "'luong'" in message
 
 
 def test_attention_must_be_a_scored_attention_layer():
-    with pytest.raises(ValueError, match="attention must be a ScoredAttention"):
-        Decoder(TARGET_VOCAB, EMB, UNITS, attention=keras.layers.Attention())
+    with pytest.raises(ValueError, match="attention_layer must be a ScoredAttention"):
+        Decoder(TARGET_VOCAB, EMB, UNITS, attention_layer=keras.layers.Attention())
 
 
 def test_dropout_is_active_only_when_training():
@@ -159,8 +177,7 @@ def test_scan_runs_the_step_over_time_in_order():
         total = state + x
         return total, 2.0 * x, total
 
-    sums, doubled = scan(step, inputs, tf.zeros([2, 1]))
+    zeros = (tf.zeros([2, 1]), tf.zeros([2, 1]))
+    sums, doubled = scan(step, inputs, tf.zeros([2, 1]), zeros)
     np.testing.assert_array_equal(sums[..., 0], [[1, 3, 6], [10, 30, 60]])
     np.testing.assert_array_equal(doubled[..., 0], [[2, 4, 6], [20, 40, 60]])
-    (only,) = scan(lambda x, s: (x, s), inputs, tf.zeros([2, 1]), n_outputs=1)
-    np.testing.assert_array_equal(only, inputs)

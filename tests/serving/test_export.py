@@ -184,7 +184,7 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
     np.testing.assert_array_equal(stored["kernel_rest"], cell.kernel.numpy()[emb:])  # the fed h~ still multiplies
     np.testing.assert_array_equal(stored["input_bias"], cell.bias.numpy()[0])
     # Of the model's own variables, only those the step does not replace: the encoder's and the attention's.
-    own = model.encoder.variables + decoder.attention.variables
+    own = model.encoder.variables + decoder.attention_layer.variables
     assert len(loaded.model_variables) == len(own) < len(model.variables)
     for got, variable in zip(loaded.model_variables, own):
         np.testing.assert_array_equal(got.numpy(), variable.numpy())

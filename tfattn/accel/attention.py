@@ -7,32 +7,47 @@ their count is what costs on a CPU. What it replaces, and why:
 - The fused softmax: written out (max, exp, sum, divide), cheaper over a few dozen scores.
 - The weighted sum of one query step: a multiply-sum rather than a batched matmul of one row.
 
-`BahdanauAttention` and `LuongAttention` take this path; any other attention layer (a subclass of
-the user's, say) runs its own `call`. A test checks outputs and gradients against the layers' `call`.
+`BahdanauAttention` and `LuongAttention` take this path (`score_kind` says when: their own scores,
+read through their public weights, and no dropout on the weights); any other attention layer, or a
+subclass that overrides the score, runs its own `call`. A test checks outputs and gradients against
+the layers' `call`.
 """
 
 import tensorflow as tf
 
-from tfattn.layers.attention import BahdanauAttention, LuongAttention, large_negative
+from tfattn.layers.attention import BahdanauAttention, LuongAttention, ScoredAttention, large_negative
 
 
 def prepare_memory(decoder, encoder_outputs, mask):
     """`decoder.prepare_memory(encoder_outputs, mask)`: values, keys projected once, and the mask."""
-    return {"values": encoder_outputs, "keys": prepare_keys(decoder.attention, encoder_outputs), "mask": mask}
+    mask = None if mask is None else tf.cast(mask, tf.bool)
+    return {"values": encoder_outputs, "keys": prepare_keys(decoder.attention_layer, encoder_outputs), "mask": mask}
+
+
+def score_kind(layer):
+    """`"additive"` for a `BahdanauAttention`, `"luong"` for a `LuongAttention`, each with the class'
+    own `call`, `prepare_keys` and `compute_scores` and no dropout on its weights; else None, and
+    the layer runs its own call."""
+    for cls, kind in ((BahdanauAttention, "additive"), (LuongAttention, "luong")):
+        own = all(getattr(type(layer), name) is getattr(cls, name) for name in ("prepare_keys", "compute_scores"))
+        if isinstance(layer, cls) and own and type(layer).call is ScoredAttention.call and not layer.dropout:
+            return kind
+    return None
 
 
 def prepare_keys(layer, key):
     """`layer.prepare_keys(key)`: `key (batch, t_in, dk)` projected once per sentence."""
-    if type(layer) is BahdanauAttention:
-        keys = project(key, layer.key_dense.kernel)  # (batch, t_in, units): W2 k
+    kind = score_kind(layer)
+    if kind == "additive":
+        keys = project(key, layer.key_kernel)  # (batch, t_in, units): W2 k
         return keys + tf.cast(layer.b, keys.dtype) if layer.normalize else keys
-    if type(layer) is LuongAttention and layer.score in ("general", "concat"):
+    if kind == "luong" and layer.score in ("general", "concat"):
         return project(key, layer.w if layer.score == "general" else layer.w_key)  # (batch, t_in, ...)
     return layer.prepare_keys(key)
 
 
 def attend(layer, query, memory):
-    """`layer(query, values, mask=..., prepared_keys=...)` on a `memory` from `prepare_memory`.
+    """`layer(query, values, value_mask=..., prepared_keys=...)` on a `memory` from `prepare_memory`.
 
     Returns context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`, as the layer does.
     """
@@ -40,7 +55,7 @@ def attend(layer, query, memory):
     # 1. Scores; a layer this module does not know runs its own call.
     scores = _scores(layer, query, keys)  # (batch, t_q, t_in)
     if scores is None:
-        return layer(query, values, mask=mask, prepared_keys=keys)
+        return layer(query, values, value_mask=mask, prepared_keys=keys)
     # 2. Masked softmax; 3. the weighted sum of the values.
     if mask is not None:
         mask = tf.expand_dims(tf.cast(mask, tf.bool), 1)  # (batch, 1, t_in)
@@ -76,13 +91,14 @@ def project(x, kernel):
 
 
 def _scores(layer, query, keys):
-    """`layer._scores(query, keys)` -> `(batch, t_q, t_in)`, or None for a layer of another class."""
-    if type(layer) is BahdanauAttention:
-        return _additive(project(query, layer.query_dense.kernel), keys, layer.scoring_vector())
-    if type(layer) is not LuongAttention:
+    """`layer.compute_scores(query, keys)` -> `(batch, t_q, t_in)`, or None when `score_kind` is None."""
+    kind = score_kind(layer)
+    if kind == "additive":
+        return _additive(project(query, layer.query_kernel), keys, layer.scoring_vector())
+    if kind is None:
         return None
     if layer.score == "location":
-        return layer._scores(query, keys)
+        return layer.compute_scores(query, keys)
     if layer.score == "concat":
         scores = _additive(project(query, layer.w_query), keys, layer.v)
     elif query.shape[1] == 1:  # dot or general, one decoder step

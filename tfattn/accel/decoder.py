@@ -23,8 +23,7 @@ from keras import ops
 
 from tfattn.accel import attention as fast_attention
 from tfattn.accel import loops, rnn
-from tfattn.layers.attention import BahdanauAttention
-from tfattn.layers.decoder import scan
+from tfattn.accel.rnn import scan
 
 _HIDDEN_FOLDED = ("hidden_kernel", "hidden_kernel_embedding")  # into Bahdanau's "hidden_table"
 
@@ -58,14 +57,14 @@ def decoding_weights(decoder, token_tables=False):
         "logits_kernel": ops.cast(decoder.logits_dense.kernel, dtype),  # (units, vocab)
         "logits_bias": bias(decoder.logits_dense),
     }
-    if decoder.style == "bahdanau":  # rows for [s_i; c_i], then for E y_{i-1}
+    if decoder.attention == "bahdanau":  # rows for [s_i; c_i], then for E y_{i-1}
         weights["hidden_kernel_out"] = weights["hidden_kernel"][: -decoder.embedding_dim]
         weights["hidden_kernel_embedding"] = weights["hidden_kernel"][-decoder.embedding_dim:]
     if token_tables:
         embeddings = ops.cast(decoder.embedding.embeddings, dtype)  # (vocab, emb)
         gates_table, hidden_table = _token_shares(decoder, embeddings, weights)
         folded = ("kernel",) + (() if _biased_in_step(decoder) else ("input_bias",)) + (
-            _HIDDEN_FOLDED if decoder.style == "bahdanau" else ())
+            _HIDDEN_FOLDED if decoder.attention == "bahdanau" else ())
         weights = {k: v for k, v in weights.items() if k not in folded}
         weights["gates_table"] = gates_table  # (vocab, gates * units)
         if hidden_table is not None:
@@ -80,7 +79,7 @@ def _token_shares(decoder, embedded, weights):
     layer's always), where TensorFlow fuses the two (`rnn.affine`)."""
     input_bias = None if _biased_in_step(decoder) else weights["input_bias"]
     gates_x = rnn.affine(embedded, weights["kernel"], input_bias)
-    if decoder.style != "bahdanau":
+    if decoder.attention != "bahdanau":
         return gates_x, None
     return gates_x, rnn.affine(embedded, weights["hidden_kernel_embedding"])
 
@@ -88,7 +87,7 @@ def _token_shares(decoder, embedded, weights):
 def _biased_in_step(decoder):
     """Whether the step adds the RNN's input bias with the product of the rest of its input (the
     context, Bahdanau style; the fed `h~_{t-1}`, Luong style with input feeding), where the two fuse."""
-    return decoder.style == "bahdanau" or decoder.feeds_input
+    return decoder.attention == "bahdanau" or decoder.feeds_input
 
 
 def _step(decoder, gates_x, state, memory, weights):
@@ -97,9 +96,9 @@ def _step(decoder, gates_x, state, memory, weights):
 
     Returns `(out, attention (batch, t_in), state)`, `out` as the module docstring says.
     """
-    if decoder.style == "bahdanau":
+    if decoder.attention == "bahdanau":
         query = state["h"][:, None, :]  # (batch, 1, units)
-        context, attention = fast_attention.attend(decoder.attention, query, memory)  # (batch, 1, dv)
+        context, attention = fast_attention.attend(decoder.attention_layer, query, memory)  # (batch, 1, dv)
         context = context[:, 0, :]  # (batch, dv)
         gates_x = gates_x + rnn.affine(context, weights["kernel_rest"], weights["input_bias"])
         h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
@@ -108,7 +107,7 @@ def _step(decoder, gates_x, state, memory, weights):
         if decoder.feeds_input:
             gates_x = gates_x + rnn.affine(state["feed"], weights["kernel_rest"], weights["input_bias"])
         h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
-        context, attention = fast_attention.attend(decoder.attention, h[:, None, :], memory)  # (batch, 1, dv)
+        context, attention = fast_attention.attend(decoder.attention_layer, h[:, None, :], memory)  # (batch, 1, dv)
         out = _hidden(ops.concatenate([context[:, 0, :], h], axis=-1), weights)  # (batch, units)
         if decoder.feeds_input:
             new_state["feed"] = out
@@ -145,14 +144,17 @@ def stepper(decoder, weights=None):
 
 
 def teacher_forced(decoder, target_in, encoder_outputs, state, mask, training=False):
-    """`decoder(target_in, encoder_outputs, state, mask, training)`: logits and attention, fast."""
+    """`decoder(target_in, encoder_outputs, state, mask, training)`: logits and attention, fast.
+    Dropout on the attention weights is the layer's own: in training such a decoder runs its call."""
+    if training and decoder.attention_layer.dropout:
+        return decoder(target_in, encoder_outputs, state, mask, training=True)
     # 1. Embed the shifted target; its share of the RNN's gates is projected for all steps at once.
     memory = fast_attention.prepare_memory(decoder, encoder_outputs, mask)
     embedded = decoder.dropout_layer(decoder.embedding(target_in), training=training)  # (batch, t_out, emb)
     weights = decoding_weights(decoder)
     state = decoder.initial_state(state)
     # 2. Run the steps.
-    if decoder.style == "luong" and not decoder.input_feeding:
+    if decoder.attention == "luong" and not decoder.input_feeding:
         out, attention = _luong_parallel(decoder, embedded, state, memory, weights, training)
     elif training and _has_written_out_loop(decoder):
         gates_x = rnn.project_inputs(weights, embedded)  # the loop's step adds no bias of its own
@@ -166,15 +168,16 @@ def teacher_forced(decoder, target_in, encoder_outputs, state, mask, training=Fa
 
 def _has_written_out_loop(decoder):
     """Whether `loops.bahdanau_gru` (backward pass written out) covers this decoder."""
-    return decoder.style == "bahdanau" and decoder.rnn == "gru" and type(decoder.attention) is BahdanauAttention
+    return (decoder.attention == "bahdanau" and decoder.rnn == "gru"
+            and fast_attention.score_kind(decoder.attention_layer) == "additive")
 
 
 def _bahdanau_loop(decoder, gates_x, state, memory, weights):
-    attention_layer = decoder.attention
+    attention_layer = decoder.attention_layer
     dtype = gates_x.dtype
     keys, values, mask = memory["keys"], memory["values"], memory["mask"]
     mask = ops.ones(ops.shape(keys)[:2], "bool") if mask is None else ops.cast(mask, "bool")
-    weights = {**weights, "w1": ops.cast(attention_layer.query_dense.kernel, dtype),
+    weights = {**weights, "w1": ops.cast(attention_layer.query_kernel, dtype),
                "v": ops.cast(attention_layer.scoring_vector(), dtype)}
     states, contexts, attention = loops.bahdanau_gru(gates_x, state["h"], keys, values, mask, weights)
     return ops.concatenate([states, contexts], axis=-1), attention  # out [s_i; c_i] as `_step` gives
@@ -190,14 +193,14 @@ def _luong_parallel(decoder, embedded, state, memory, weights, training):
         [(h, _)] = loops.gru([(gates_x, state["h"], weights, False)])
     else:
         (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, state, 1)
-    context, attention = fast_attention.attend(decoder.attention, h, memory)  # (batch, t_out, dv), (.., t_in)
+    context, attention = fast_attention.attend(decoder.attention_layer, h, memory)  # (batch, t_out, dv), (.., t_in)
     return _hidden(ops.concatenate([context, h], axis=-1), weights), attention  # (batch, t_out, units)
 
 
 def _project(decoder, out, embedded, weights, training=False):
     """Step outputs -> logits for all steps at once. Bahdanau: the `tanh` layer reads
     `[s_i; c_i; E y_{i-1}]` first. Luong: `out` is `h~_t` already."""
-    hidden = decoder.style == "bahdanau"
+    hidden = decoder.attention == "bahdanau"
     if hidden:
         out = ops.concatenate([out, embedded], axis=-1)  # (..., hidden input)
     if training:  # the backward pass ordered (`loops.output_layers`)

@@ -184,3 +184,22 @@ def _loop(kind, directions, mask, zeros, masked):
     _, states, arrays = tf.while_loop(lambda i, *_: i < t_max, body, (tf.constant(0), states, arrays),
                                       maximum_iterations=t_max)
     return [time_major(a.stack()) for a in arrays], states
+
+
+def scan(step, inputs, state, n_outputs=2):
+    """Runs `step(x_t, state) -> (*outputs, state)` over `inputs (batch, t_out, ...)` in order, by a
+    `tf.while_loop` over `tf.TensorArray`s (no carry copies, unlike `keras.ops.scan` on TensorFlow).
+
+    Returns the `n_outputs` outputs, each stacked batch first: `(batch, t_out, ...)`.
+    """
+    t_out = tf.shape(inputs)[1]
+    xs = tf.TensorArray(inputs.dtype, size=t_out).unstack(tf.transpose(inputs, [1, 0, 2]))  # t_out x (batch, ...)
+    arrays = tuple(tf.TensorArray(inputs.dtype, size=t_out) for _ in range(n_outputs))
+
+    def body(t, state, arrays):
+        *outputs, state = step(xs.read(t), state)
+        return t + 1, state, tuple(a.write(t, o) for a, o in zip(arrays, outputs))
+
+    _, _, arrays = tf.while_loop(lambda t, *_: t < t_out, body, (tf.constant(0), state, arrays),
+                                 maximum_iterations=t_out)
+    return tuple(tf.transpose(a.stack(), [1, 0, 2]) for a in arrays)  # each (batch, t_out, ...)

@@ -14,11 +14,13 @@ State is a dict of `(batch, units)` tensors: `"h"` (and `"c"` for an LSTM), plus
 previous attentional vector, for Luong input feeding.
 """
 
+import warnings
+
 import keras
-import tensorflow as tf
 from keras import ops
 
 from tfattn.layers.attention import BahdanauAttention, LuongAttention, ScoredAttention
+from tfattn.layers.checks import ShapeChecker, positive_int, rate
 from tfattn.layers.encoder import make_rnn, state_dict
 
 STYLES = ("bahdanau", "luong")
@@ -28,86 +30,95 @@ STYLES = ("bahdanau", "luong")
 class Decoder(keras.layers.Layer):
     """Attention decoder in the style of Bahdanau et al. (2014) or Luong et al. (2015).
 
-    - `style="bahdanau"`: the query is the previous state `s_{i-1}`; the context `c_i` joins the
-      input embedding `E y_{i-1}` as the RNN input; the output reads `[s_i; c_i; E y_{i-1}]` through
-      a `tanh` layer, then the vocabulary projection (arXiv 1409.0473, eq. 4-6 and Appendix A).
-    - `style="luong"`: the RNN runs first and its output `h_t` is the query; the attentional vector
-      is `h~_t = tanh(W_c [c_t; h_t])` and the logits are `W_s h~_t`; with `input_feeding=True`,
-      `h~_{t-1}` is concatenated to the next input (arXiv 1508.04025, eq. 5 and section 3.3).
+    - `attention="bahdanau"`: the query is the previous state `s_{i-1}`; the context `c_i` joins the
+      input embedding `E y_{i-1}` as the RNN input (eq. 4-6 and Appendix A.2.2). The output layer
+      is `t_i = tanh(W [s_i; c_i; E y_{i-1}] + b)`, then the vocabulary projection: a simplification
+      of the paper's maxout layer (Appendix A.2.2 pairs units by a max), and the initial state is
+      the encoder's final state (both directions concatenated), not the paper's
+      `tanh(W_s h_1_backward)`.
+    - `attention="luong"`: the RNN runs first and its output `h_t` is the query; the attentional
+      vector is `h~_t = tanh(W_c [c_t; h_t])` and the logits are `W_s h~_t`; with
+      `input_feeding=True`, `h~_{t-1}` is concatenated to the next input (arXiv 1508.04025, eq. 5
+      and section 3.3).
 
     Args:
         vocab_size: int. Size of the target vocabulary (id 0 is padding).
         embedding_dim: int. Size of the target embeddings.
         units: int. Size of the recurrent state (the encoder's `units`).
-        attention: a `ScoredAttention` layer, or None for `BahdanauAttention(units)` (Bahdanau style)
-            or `LuongAttention("general")` (Luong style). Defaults to `None`.
-        style: str. `"bahdanau"` or `"luong"`. Defaults to `"bahdanau"`.
+        attention: str. The decoder's style, `"bahdanau"` or `"luong"`, as `ModelConfig.attention`
+            and `tfattn train --attention` name it. Defaults to `"bahdanau"`.
+        attention_layer: a `ScoredAttention` layer, or None for `BahdanauAttention(units)`
+            (Bahdanau style) or `LuongAttention("general")` (Luong style). Defaults to `None`.
         input_feeding: bool. Luong style only: feed `h~_{t-1}` to the next step. Defaults to `True`.
         rnn: str. `"gru"` or `"lstm"`. Defaults to `"gru"`.
         dropout: float. Dropout on embeddings and on the output features. Defaults to `0.0`.
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
+        **kwargs: base layer arguments (`name`, `dtype`, ...). `style=` is the deprecated name of
+            `attention`, and a layer passed as `attention` is taken as `attention_layer`.
 
     Call arguments:
         target_in: int `(batch, t_out)`, the target shifted right (starts with `[START]`).
-        encoder_outputs: float `(batch, t_in, units)`.
-        state: dict from `Encoder` or `initial_state`.
-        mask: bool `(batch, t_in)`, `False` on source padding.
+        encoder_outputs: float `(batch, t_in, dv)`.
+        state: dict from `Encoder` (`{"h": (batch, units)}`, plus `"c"` for an LSTM).
+        encoder_outputs_mask: bool `(batch, t_in)`, `False` on source padding; taken from
+            `encoder_outputs`' Keras mask when not given (the `Encoder`'s outputs carry one).
         training: bool. Whether dropout is active.
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
+        The logits carry the target's Keras mask (`target_in != 0`).
 
     Example:
 
     >>> encoder = Encoder(vocab_size=50, embedding_dim=8, units=16)
-    >>> decoder = Decoder(vocab_size=60, embedding_dim=8, units=16, style="luong")
+    >>> decoder = Decoder(vocab_size=60, embedding_dim=8, units=16, attention="luong")
     >>> outputs, state, mask = encoder(np.array([[4, 5, 6, 0]]))
     >>> logits, attention = decoder(np.array([[2, 7, 8]]), outputs, state, mask)
     >>> logits.shape, attention.shape
     (TensorShape([1, 3, 60]), TensorShape([1, 3, 4]))
     """
 
-    def __init__(self, vocab_size, embedding_dim, units, attention=None, style="bahdanau",
+    def __init__(self, vocab_size, embedding_dim, units, attention="bahdanau", attention_layer=None,
                  input_feeding=True, rnn="gru", dropout=0.0, **kwargs):
+        attention, attention_layer = _style_arguments(attention, attention_layer, kwargs)
         super().__init__(**kwargs)
-        if style not in STYLES:
-            raise ValueError(f"style must be one of {STYLES}. Received: style={style!r}")
-        dtype = self.dtype_policy  # sub-layers compute in the decoder's dtype (e.g. "float16")
-        if attention is None:
-            attention = (BahdanauAttention(units, dtype=dtype) if style == "bahdanau"
-                         else LuongAttention("general", dtype=dtype))
-        if not isinstance(attention, ScoredAttention):
-            raise ValueError(f"attention must be a ScoredAttention layer. Received: attention={attention!r}")
-        self.vocab_size = vocab_size
-        self.embedding_dim = embedding_dim
-        self.units = units
+        self.vocab_size = positive_int("vocab_size", vocab_size)
+        self.embedding_dim = positive_int("embedding_dim", embedding_dim)
+        self.units = positive_int("units", units)
         self.attention = attention
-        self.style = style
         self.input_feeding = input_feeding
         self.rnn = rnn
-        self.dropout = dropout
+        self.dropout = rate("dropout", dropout)
+        dtype = self.dtype_policy  # sub-layers compute in the decoder's dtype (e.g. "float16")
+        self.attention_layer = attention_layer or (
+            BahdanauAttention(self.units, dtype=dtype) if attention == "bahdanau" else LuongAttention(dtype=dtype))
         self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding", dtype=dtype)
-        self.rnn_layer = make_rnn(rnn, units, name=rnn, dtype=dtype)  # its cell is the step's RNN
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=dtype)
+        self.rnn_layer = make_rnn(rnn, self.units, name=rnn, dtype=dtype)  # its cell is the step's RNN
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
         # Bahdanau: t_i = tanh(W [s_i; c_i; E y_{i-1}] + b).  Luong: h~_t = tanh(W_c [c_t; h_t]).
-        self.hidden_dense = keras.layers.Dense(units, activation="tanh", use_bias=style == "bahdanau",
+        self.hidden_dense = keras.layers.Dense(self.units, activation="tanh", use_bias=attention == "bahdanau",
                                                name="hidden_dense", dtype=dtype)
         self.logits_dense = keras.layers.Dense(vocab_size, name="logits_dense", dtype=dtype)
+        self.supports_masking = True
+
+    @property
+    def style(self):
+        """The decoder's style, `"bahdanau"` or `"luong"` (the same as `attention`)."""
+        return self.attention
 
     @property
     def feeds_input(self):
-        return self.style == "luong" and self.input_feeding
+        return self.attention == "luong" and self.input_feeding
 
-    def build(self, target_in_shape, encoder_outputs_shape):
+    def build(self, target_in_shape, encoder_outputs_shape, state_shape=None):
         batch, t_in, dv = encoder_outputs_shape
         self.embedding.build(target_in_shape)
         # Sub-layers may come built (from_config, or an attention layer shared with other models).
-        rnn_input = self.embedding_dim + (dv if self.style == "bahdanau" else 0)
+        rnn_input = self.embedding_dim + (dv if self.attention == "bahdanau" else 0)
         rnn_input += self.units if self.feeds_input else 0
         self.rnn_layer.build((batch, None, rnn_input))
-        if not self.attention.built:
-            self.attention.build((batch, None, self.units), encoder_outputs_shape)
-        hidden_input = self.units + dv + (self.embedding_dim if self.style == "bahdanau" else 0)
+        if not self.attention_layer.built:
+            self.attention_layer.build((batch, None, self.units), encoder_outputs_shape)
+        hidden_input = self.units + dv + (self.embedding_dim if self.attention == "bahdanau" else 0)
         self.hidden_dense.build((batch, hidden_input))
         self.logits_dense.build((batch, self.units))
 
@@ -123,14 +134,15 @@ class Decoder(keras.layers.Layer):
             state["feed"] = ops.zeros_like(h)
         return state
 
-    def prepare_memory(self, encoder_outputs, mask):
-        """What every step attends to: values, keys projected once per sentence, and the mask."""
-        keys = self.attention.prepare_keys(encoder_outputs)  # (batch, t_in, ...)
-        return {"values": encoder_outputs, "keys": keys, "mask": mask}
+    def prepare_memory(self, encoder_outputs, mask=None):
+        """What every step attends to: values, keys projected once per sentence, and the bool
+        `mask (batch, t_in)` (None: every position is real)."""
+        keys = self.attention_layer.prepare_keys(encoder_outputs)  # (batch, t_in, ...)
+        return {"values": encoder_outputs, "keys": keys, "mask": None if mask is None else ops.cast(mask, "bool")}
 
     def attend(self, query, memory):
         """`query (batch, t_q, units)` -> context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`."""
-        return self.attention(query, memory["values"], mask=memory["mask"], prepared_keys=memory["keys"])
+        return self.attention_layer(query, memory["values"], value_mask=memory["mask"], prepared_keys=memory["keys"])
 
     # -- one step ---------------------------------------------------------------------------------
 
@@ -140,7 +152,7 @@ class Decoder(keras.layers.Layer):
         Returns `(out (batch, units), attention (batch, t_in), state)`: `out` are the features the
         vocabulary projection reads (Bahdanau's `t_i`, Luong's `h~_t`).
         """
-        if self.style == "bahdanau":
+        if self.attention == "bahdanau":
             # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. t_i = tanh(W [s_i; c_i; E y_{i-1}] + b).
             context, attention = self.attend(state["h"][:, None, :], memory)  # (batch, 1, dv), (batch, 1, t_in)
             context = context[:, 0, :]  # (batch, dv)
@@ -177,23 +189,47 @@ class Decoder(keras.layers.Layer):
         Returns:
             `(logits (batch, vocab), weights (batch, t_in), state)`.
         """
+        check = ShapeChecker()
+        check("token", token, ("batch",))
+        check("state['h']", state["h"], ("batch", "units"))
         out, attention, state = self._step(self.embedding(token), state, memory)
         return self._logits(out), attention, state
 
     # -- teacher forcing --------------------------------------------------------------------------
 
-    def call(self, target_in, encoder_outputs, state, mask, training=False):
-        # 1. Embed the shifted target and prepare what every step attends to.
-        memory = self.prepare_memory(encoder_outputs, mask)
+    def call(self, target_in, encoder_outputs, state, encoder_outputs_mask=None, training=False, mask=None):
+        # 1. Check the inputs; embed the shifted target and prepare what every step attends to.
+        encoder_outputs_mask = self._check(target_in, encoder_outputs, state, encoder_outputs_mask, mask)
+        memory = self.prepare_memory(encoder_outputs, encoder_outputs_mask)
         embedded = self.dropout_layer(self.embedding(target_in), training=training)  # (batch, t_out, emb)
         state = self.initial_state(state)
         # 2. Run the step over every target position.
-        if self.style == "luong" and not self.input_feeding:
+        if self.attention == "luong" and not self.input_feeding:
             out, attention = self._luong_all_steps(embedded, state, memory, training)
         else:
-            out, attention = scan(lambda x, s: self._step(x, s, memory, training), embedded, state)
+            zeros = (ops.zeros_like(state["h"]), ops.zeros_like(encoder_outputs[:, :, 0]))  # (batch, units), (batch, t_in)
+            out, attention = scan(lambda x, s: self._step(x, s, memory, training), embedded, state, zeros)
         # 3. Project every position to the vocabulary at once.
         return self._logits(out, training), attention
+
+    def _check(self, target_in, encoder_outputs, state, encoder_outputs_mask, mask):
+        """Shape checks; returns the source mask (from the deprecated `mask=` if that is all there is)."""
+        if mask is not None:
+            warnings.warn("Decoder(..., mask=) is deprecated: pass encoder_outputs_mask= (or the 4th "
+                          "argument), or let Keras take it from encoder_outputs' mask.", DeprecationWarning,
+                          stacklevel=3)
+            encoder_outputs_mask = mask if encoder_outputs_mask is None else encoder_outputs_mask
+        if not isinstance(state, dict) or "h" not in state:
+            raise ValueError(f"state must be a dict with 'h' (batch, units), as Encoder returns. Received: state={state!r}")
+        check = ShapeChecker()
+        check("target_in", target_in, ("batch", "t_out"))
+        check("encoder_outputs", encoder_outputs, ("batch", "t_in", "dv"))
+        check("encoder_outputs_mask", encoder_outputs_mask, ("batch", "t_in"))
+        check("state['h']", state["h"], ("batch", "units"))
+        if state["h"].shape[-1] not in (None, self.units):
+            raise ValueError(f"state['h'] must have shape (batch, units) with units = {self.units}. "
+                             f"Received: state['h'].shape={tuple(state['h'].shape)}")
+        return encoder_outputs_mask
 
     def _luong_all_steps(self, embedded, state, memory, training):
         """Luong without input feeding: the RNN over the whole target, then attention for all steps."""
@@ -202,14 +238,18 @@ class Decoder(keras.layers.Layer):
         context, attention = self.attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
         return self.hidden_dense(ops.concatenate([context, h], axis=-1)), attention  # (batch, t_out, units)
 
+    def compute_mask(self, inputs, mask=None):
+        """The logits carry the target's padding mask; the attention carries none."""
+        return ops.not_equal(inputs, 0), None
+
     def get_config(self):
         return {
             **super().get_config(),
             "vocab_size": self.vocab_size,
             "embedding_dim": self.embedding_dim,
             "units": self.units,
-            "attention": keras.saving.serialize_keras_object(self.attention),
-            "style": self.style,
+            "attention": self.attention,
+            "attention_layer": keras.saving.serialize_keras_object(self.attention_layer),
             "input_feeding": self.input_feeding,
             "rnn": self.rnn,
             "dropout": self.dropout,
@@ -218,23 +258,40 @@ class Decoder(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(config["attention"])
+        if isinstance(config.get("attention"), dict):  # saved before `attention` named the style
+            config["attention_layer"] = config.pop("attention")
+            config["attention"] = config.pop("style", "bahdanau")
+        config["attention_layer"] = keras.saving.deserialize_keras_object(config["attention_layer"])
         return cls(**config)
 
 
-def scan(step, inputs, state, n_outputs=2):
-    """Runs `step(x_t, state) -> (*outputs, state)` over `inputs (batch, t_out, ...)` in order.
+def _style_arguments(attention, attention_layer, kwargs):
+    """`(style, layer)` from `Decoder`'s arguments, with the deprecated `style=` and a layer passed as
+    `attention` (both worked before `attention` named the style)."""
+    if isinstance(attention, ScoredAttention) or attention is None:
+        warnings.warn("Decoder(attention=<layer>) is deprecated: pass the layer as attention_layer= and the "
+                      "style as attention='bahdanau' or 'luong'.", DeprecationWarning, stacklevel=3)
+        attention, attention_layer = kwargs.pop("style", "bahdanau"), attention_layer or attention
+    elif "style" in kwargs:
+        warnings.warn("Decoder(style=) is deprecated: the style is attention='bahdanau' or 'luong'.",
+                      DeprecationWarning, stacklevel=3)
+        attention = kwargs.pop("style")
+    if attention not in STYLES:
+        raise ValueError(f"attention must be one of {STYLES}. Received: attention={attention!r}")
+    if attention_layer is not None and not isinstance(attention_layer, ScoredAttention):
+        raise ValueError(f"attention_layer must be a ScoredAttention layer. Received: attention_layer={attention_layer!r}")
+    return attention, attention_layer
 
-    Returns the `n_outputs` outputs, each stacked batch first: `(batch, t_out, ...)`.
+
+def scan(step, inputs, state, zeros):
+    """Runs `step(x_t, state) -> (out, attention, state)` over `inputs (batch, t_out, ...)` in order.
+
+    `zeros` are one step's `(out, attention)` shapes, zero-filled. Returns `out (batch, t_out, ...)`
+    and `attention (batch, t_out, t_in)`, stacked batch first.
     """
-    t_out = tf.shape(inputs)[1]
-    xs = tf.TensorArray(inputs.dtype, size=t_out).unstack(tf.transpose(inputs, [1, 0, 2]))  # t_out x (batch, ...)
-    arrays = tuple(tf.TensorArray(inputs.dtype, size=t_out) for _ in range(n_outputs))
+    def body(carry, x):
+        carry = step(x, carry[2])  # (out, attention, state)
+        return carry, carry  # Keras' TensorFlow scan stacks outputs shaped like the carry
 
-    def body(t, state, arrays):
-        *outputs, state = step(xs.read(t), state)
-        return t + 1, state, tuple(a.write(t, o) for a, o in zip(arrays, outputs))
-
-    _, _, arrays = tf.while_loop(lambda t, *_: t < t_out, body, (tf.constant(0), state, arrays),
-                                 maximum_iterations=t_out)
-    return tuple(tf.transpose(a.stack(), [1, 0, 2]) for a in arrays)  # each (batch, t_out, ...)
+    _, (outs, attentions, _) = ops.scan(body, (*zeros, state), ops.moveaxis(inputs, 1, 0))
+    return ops.moveaxis(outs, 0, 1), ops.moveaxis(attentions, 0, 1)  # (batch, t_out, ...)

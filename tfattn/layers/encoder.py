@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from tfattn.layers.checks import ShapeChecker, positive_int, rate
+
 RNNS = ("gru", "lstm")
 
 
@@ -44,8 +46,13 @@ class Encoder(keras.layers.Layer):
         training: bool. Whether dropout is active.
 
     Returns:
-        `(outputs, state, mask)`: outputs `(batch, t_in, units)`; state a dict `{"h": (batch, units)}`
-        (plus `"c"` for an LSTM) from the last layer; mask bool `(batch, t_in)`, `False` on padding.
+        `(outputs, state, mask)`: outputs `(batch, t_in, units)`, carrying the padding mask as their
+        Keras mask; state a dict `{"h": (batch, units)}` (plus `"c"` for an LSTM) from the last
+        layer; mask bool `(batch, t_in)`, `False` on padding.
+
+    Attributes:
+        embedding: the `Embedding` layer. rnn_layers: the recurrent layers, first to last: Keras
+        `GRU`/`LSTM` layers, each in a `Bidirectional` wrapper when `bidirectional`.
 
     Example:
 
@@ -60,17 +67,16 @@ class Encoder(keras.layers.Layer):
     def __init__(self, vocab_size, embedding_dim, units, rnn="gru", bidirectional=True, num_layers=1,
                  dropout=0.0, **kwargs):
         super().__init__(**kwargs)
+        self.vocab_size = positive_int("vocab_size", vocab_size)
+        self.embedding_dim = positive_int("embedding_dim", embedding_dim)
+        self.units = positive_int("units", units)
         if bidirectional and units % 2:
             raise ValueError(f"units must be even when bidirectional=True. Received: units={units!r}")
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"num_layers must be an int >= 1. Received: num_layers={num_layers!r}")
-        self.vocab_size = vocab_size
-        self.embedding_dim = embedding_dim
-        self.units = units
         self.rnn = rnn
         self.bidirectional = bidirectional
-        self.num_layers = num_layers
-        self.dropout = dropout
+        self.num_layers = positive_int("num_layers", num_layers)
+        self.dropout = rate("dropout", dropout)
+        self.supports_masking = True
         # Sub-layers compute in the encoder's dtype (e.g. "float16").
         self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding", dtype=self.dtype_policy)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
@@ -93,6 +99,7 @@ class Encoder(keras.layers.Layer):
 
     def call(self, source, training=False):
         # 1. Embed; padding (id 0) is masked for the recurrent layers.
+        ShapeChecker()("source", source, ("batch", "t_in"))
         mask = ops.not_equal(source, 0)  # (batch, t_in)
         x = self.dropout_layer(self.embedding(source), training=training)  # (batch, t_in, embedding_dim)
         # 2. Recurrent layers; the final state of the last one initializes the decoder.
@@ -109,6 +116,12 @@ class Encoder(keras.layers.Layer):
         half = len(states) // 2  # forward states first, then backward ones
         merged = [ops.concatenate([f, b], axis=-1) for f, b in zip(states[:half], states[half:])]
         return state_dict(self.rnn, merged)  # each (batch, units)
+
+    def compute_mask(self, inputs, mask=None):
+        """The outputs carry the source's padding mask (for the `Decoder` or an attention layer next)."""
+        padding = ops.not_equal(inputs, 0)  # (batch, t_in)
+        state = {"h": None} if self.rnn == "gru" else {"h": None, "c": None}
+        return padding, state, None
 
     def compute_output_spec(self, source, training=False):
         batch, t_in = source.shape

@@ -1,0 +1,62 @@
+"""Argument checks shared by the layers: one `ValueError` that names the argument, the expected
+shape in the package's axis names (`batch, t_q, t_in, t_out, units, ...`) and what was received.
+
+Shapes are checked where they are known: eagerly, while tracing a `tf.function`, and on Keras'
+symbolic tensors in a functional model. An axis whose size is unknown (`None`) is skipped.
+"""
+
+import numbers
+
+
+def positive_int(name, value):
+    """`value` as a Python int if it is a positive integer (NumPy integers too), else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+    return int(value)
+
+
+def rate(name, value):
+    """A dropout rate in [0, 1) as a Python float, else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a float in [0, 1). Received: {name}={value!r}")
+    return float(value)
+
+
+def static_shape(x):
+    """The shape of a tensor, a Keras symbolic tensor or a NumPy array as a tuple (None if unknown)."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        raise ValueError(f"expected a tensor. Received: {x!r}")
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+class ShapeChecker:
+    """Checks that every argument has the named axes and that an axis has one size across arguments.
+
+    Example:
+
+    >>> check = ShapeChecker()
+    >>> check("query", query, ("batch", "t_q", "dq"))
+    >>> check("value", value, ("batch", "t_in", "dv"))
+    >>> check("value_mask", value_mask, ("batch", "t_in"))   # its t_in must equal value's
+    """
+
+    def __init__(self):
+        self.sizes = {}  # axis name -> (size, the argument it was first seen in)
+
+    def __call__(self, name, x, axes):
+        if x is None:
+            return
+        shape = static_shape(x)
+        expected = f"({', '.join(axes)})"
+        if len(shape) != len(axes):
+            raise ValueError(f"{name} must have shape {expected}, rank {len(axes)}. Received: {name}.shape={shape}")
+        for axis, size in zip(axes, shape):
+            if size is None:
+                continue
+            seen = self.sizes.setdefault(axis, (size, name))
+            if seen[0] != size:
+                raise ValueError(
+                    f"{name} must have shape {expected} with {axis} = {seen[0]}, as in {seen[1]}. "
+                    f"Received: {name}.shape={shape}"
+                )
