@@ -296,6 +296,41 @@ def test_translate_plot_without_extension_prints_the_png_written(exported_dates,
     assert (tmp_path / "att.png").stat().st_size > 0 and not (tmp_path / "att").exists()
 
 
+@pytest.mark.parametrize("flags", [[], ["--beam", "3"]])
+def test_translate_alignments_print_the_translation_a_tab_and_pharaoh_pairs(exported_dates, capsys, flags):
+    import re
+
+    import tensorflow as tf
+
+    from tfattn.cli import _signature
+    from tfattn.serving.alignments import sentence_alignment
+
+    texts = ["5 march 2019", "tue 5 mar 2019", ""]
+    status, out, err = run_main(capsys, "translate", "--model", exported_dates, "--alignments", *flags, *texts)
+    assert status == 0, err
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert [len(line) for line in lines] == [2, 2, 2]  # translation TAB pairs, one line per sentence
+    signature, inputs = _signature(exported_dates, int(flags[1]) if flags else 0)
+    want = {k: v.numpy() for k, v in signature(text=tf.constant(texts), **inputs).items()}
+    assert [text for text, _ in lines] == [text.decode() for text in want["text"]]  # the translations
+    for n, (_, pairs) in enumerate(lines):
+        assert pairs == sentence_alignment(want["attention"][n], want["input_tokens"][n], want["tokens"][n])
+        targets = [int(pair.split("-")[1]) for pair in pairs.split()]
+        real = [t for t in want["tokens"][n] if t not in (b"", b"[END]")]
+        assert targets == list(range(len(real))) if n < 2 else targets == []  # "" has no source token
+        assert re.fullmatch(r"(\d+-\d+( \d+-\d+)*)?", pairs)
+    source_length = len("5 march 2019")  # character level: every source character is a token
+    assert all(int(pair.split("-")[0]) < source_length for pair in lines[0][1].split())
+
+
+def test_translate_help_says_what_alignments_count():
+    result = tfattn("translate", "--help")
+    assert result.returncode == 0
+    help_text = " ".join(result.stdout.split())
+    assert "Pharaoh format" in help_text and "without [START], [END] and padding" in help_text
+    assert "--replace-unknown" in help_text
+
+
 def test_save_figure_adds_png_only_without_a_suffix(tmp_path):
     from tfattn.plot import plot_history, save_figure
 

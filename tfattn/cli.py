@@ -3,8 +3,8 @@
     tfattn demo [--attention luong|bahdanau]
     tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
     tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test [--threads 2,1]
-    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--threads 2,1]
-    tfattn export --model RUN --out DIR
+    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--alignments] [--replace-unknown]
+    tfattn export --model RUN --out DIR [--replace-unknown]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
 Errors a user can fix (a missing file, a directory that is not an export, a bad flag value) print
@@ -118,11 +118,14 @@ def _translate(args):
     import tensorflow as tf
 
     signature, inputs = _signature(path, args.beam)
+    replace = _unknown_replacer(path) if args.replace_unknown else None
     texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
     first = None
     for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
         out = signature(text=tf.constant(batch, tf.string), **inputs)
-        sys.stdout.write("".join(text.decode("utf-8", errors="replace") + "\n" for text in out["text"].numpy()))
+        if replace is not None:
+            out = replace(out)
+        sys.stdout.write("".join(_output_lines(out, args.alignments)))
         sys.stdout.flush()
         if first is None:
             first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
@@ -131,6 +134,45 @@ def _translate(args):
 
         fig = plot_attention(first["attention"], first["input_tokens"], first["tokens"])
         print(f"attention plot: {save_figure(fig, args.plot)}", file=sys.stderr)
+
+
+def _output_lines(out, alignments):
+    """One line per sentence of a signature's outputs: the translation, with `alignments` a tab and
+    its Pharaoh alignment (`tfattn.serving.alignments.sentence_alignment`). A translation holds no
+    tab or line break: the tokenizers turn every kind of space into a plain one."""
+    texts = [text.decode("utf-8", errors="replace") for text in out["text"].numpy()]
+    if not alignments:
+        return [text + "\n" for text in texts]
+    from tfattn.serving.alignments import sentence_alignment
+
+    attention, sources, targets = (out[key].numpy() for key in ("attention", "input_tokens", "tokens"))
+    return [f"{text}\t{sentence_alignment(a, s, t)}\n" for text, a, s, t in zip(texts, attention, sources, targets)]
+
+
+def _unknown_replacer(path):
+    """For `translate --replace-unknown`: outputs -> the same with each `[UNK]` of `tokens` replaced by
+    the source token it attends to most and `text` joined again where tokens changed, as an export
+    made with `Translator(replace_unknown=True)` does in its graph (any export: this runs after it)."""
+    import tensorflow as tf
+
+    from tfattn.data.text import Tokenizer
+    from tfattn.serving.alignments import replace_unknown
+    from tfattn.serving.translator import CONFIG_FILE
+
+    config_path = os.path.join(path, CONFIG_FILE)
+    config = _read_json(config_path, "--model", f"an export's {CONFIG_FILE}")
+    settings = config.get("target_tokenizer") if isinstance(config, dict) else None
+    if not isinstance(settings, dict) or "level" not in settings:
+        raise ValueError(f"{config_path} has no target_tokenizer level, which --replace-unknown needs to join "
+                         f"tokens into text. Received: --model {path!r}")
+    tokenizer = Tokenizer([], level=settings["level"])  # only joins tokens: no vocabulary needed
+
+    def replace(out):
+        tokens = replace_unknown(out["tokens"], out["attention"], out["input_tokens"])  # (batch, t_out)
+        changed = tf.reduce_any(tokens != out["tokens"], axis=1)  # (batch,)
+        return {**out, "tokens": tokens, "text": tf.where(changed, tokenizer.detokenize_tokens(tokens), out["text"])}
+
+    return replace
 
 
 def _batches(items, size):
@@ -150,7 +192,7 @@ def _export(args):
     from tfattn.training.runs import export_run
 
     print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel,
-                     echo=lambda line: print(line, file=sys.stderr)))
+                     echo=lambda line: print(line, file=sys.stderr), replace_unknown=args.replace_unknown))
 
 
 def _plot(args):
@@ -448,6 +490,16 @@ def _add_translate_parser(sub):
                                     "(.png is added when it has no extension)")
     tr.add_argument("--batch-size", type=positive_int, default=64,
                     help="sentences per call; stdin is read and translated a batch at a time (default: 64)")
+    tr.add_argument("--alignments", action="store_true",
+                    help="print each translation, a tab, then its word alignment in Pharaoh format: "
+                         "space-separated pairs i-j, one per output token j in order, i the source token "
+                         "it attends to most (the lower i on ties; with --beam, the best hypothesis'). "
+                         "Indices count from 0 over the tokenizer's tokens (words and punctuation, "
+                         "characters or pieces): source tokens without [START], [END] and padding, output "
+                         "tokens without [END] and padding. Nothing follows the tab when the source has no token")
+    tr.add_argument("--replace-unknown", action="store_true",
+                    help="replace each [UNK] of a translation by the source token it attends to most (any "
+                         "export; an export made with export --replace-unknown does it already)")
     tr.set_defaults(func=_translate)
 
 
@@ -460,6 +512,9 @@ def _add_export_parser(sub):
     ex.add_argument("--no-accel", dest="accel", action="store_false",
                     help="export the reference tier's decoding (the layers' own calls) instead of the fast "
                          "tier's (tfattn.accel); the same translations within rounding, slower")
+    ex.add_argument("--replace-unknown", action="store_true",
+                    help="the export replaces each [UNK] of a translation by the source token it attends to "
+                         "most, in all its signatures (saved as replace_unknown in tfattn_config.json)")
     ex.set_defaults(func=_export)
 
 

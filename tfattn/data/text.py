@@ -231,7 +231,17 @@ class Tokenizer(tf.Module):
         # Dense, not ragged: 27 graph nodes instead of 138, which every translation pays for;
         # padding and markers become "", then their extra separators go.
         keep = (ids == UNK_ID) | (ids > END_ID)  # (batch, t)
-        tokens = tf.where(keep, self.ids_to_tokens(ids), "")
+        return self._join(tf.where(keep, self.ids_to_tokens(ids), ""))
+
+    def detokenize_tokens(self, tokens):
+        """String tokens `(batch, t)` -> `(batch,)` readable strings, as `detokenize` makes them from
+        ids: `""`, `[START]` and `[END]` are dropped. For tokens that are not all in the vocabulary,
+        such as output tokens with `[UNK]` replaced by source tokens (`Translator(replace_unknown=True)`)."""
+        marker = (tokens == PAD) | (tokens == START) | (tokens == END)  # (batch, t)
+        return self._join(tf.where(marker, "", tokens))
+
+    def _join(self, tokens):
+        """String tokens `(batch, t)`, "" where dropped -> `(batch,)` readable strings."""
         if self.level == "char":
             text = tf.strings.reduce_join(tokens, axis=-1)
         else:  # words and pieces hold no spaces, so runs of them are separators only

@@ -25,6 +25,10 @@ Signature `translate_beam`, beam search with the GNMT length penalty `((5 + len)
             nbest_text      string  [batch, n]    all `n = beam_width` hypotheses, best first
             nbest_score     float32 [batch, n]
 
+With `replace_unknown` (a `Translator` option, saved in `tfattn_config.json`), every `[UNK]` of
+`tokens`, `text` and `nbest_text` is replaced by the source token it attends to most (see
+`tfattn.serving.alignments`).
+
 Input is truncated to the source tokenizer's `max_length` tokens (`[START]` and `[END]` included).
 Output length is limited to `min(max_length, ratio * source tokens + extra)` (see `DecodeConfig`),
 so decoding always ends. An empty batch gives empty outputs.
@@ -45,6 +49,7 @@ from tfattn.accel import seq2seq as fast
 from tfattn.decoding.search import DecodeConfig, beam_search, greedy
 from tfattn.model import ensure_built
 from tfattn.data.text import Tokenizer
+from tfattn.serving.alignments import replace_unknown as replace_unknown_tokens
 
 CONFIG_FILE = "tfattn_config.json"
 TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -70,6 +75,11 @@ class Translator(tf.Module):
             to a step is looked up, not computed). The translator then holds these and the
             variables of the encoder and the attention layer. It is a snapshot, so `export` sets
             this and a translator of a model that goes on training must not. Defaults to `False`.
+        replace_unknown: bool. In every translation (greedy and beam, the exported signatures too),
+            replace each output `[UNK]` by the real source token (not `[START]` or `[END]`) that it
+            attends to most, the lower position on ties; the `tokens` and `text` outputs both show it
+            (`tfattn.serving.alignments.replace_unknown`). A source word the target vocabulary lacks,
+            such as a name or a number, is then copied. Defaults to `False`.
 
     Example:
 
@@ -81,7 +91,7 @@ class Translator(tf.Module):
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, decode_config=None, config=None,
-                 accel=True, stored_weights=False):
+                 accel=True, stored_weights=False, replace_unknown=False):
         super().__init__(name="translator")
         # The model's tf.Variables are tracked themselves, not the Keras objects around them, so that
         # the SavedModel also restores in session-based loaders (TF Serving, `saved_model_cli run`).
@@ -91,6 +101,7 @@ class Translator(tf.Module):
         self.decode_config = decode_config or DecodeConfig(max_length=target_tokenizer.max_length)
         self.config = dict(config or {})
         self.accel = accel
+        self.replace_unknown = bool(replace_unknown)
         self.decoding_weights = {}
         variables = model.variables
         if accel and stored_weights:
@@ -131,9 +142,10 @@ class Translator(tf.Module):
     def _greedy(self, text):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
         out = greedy(self._decoding_model(), source, self.decode_config, accel=self.accel)
+        text, tokens = self._text_and_tokens(out["ids"], out["attention"], input_tokens)
         return {
-            "text": self.target_tokenizer.detokenize(out["ids"]),
-            "tokens": self.target_tokenizer.ids_to_tokens(out["ids"]),  # (batch, t_out), "" padding
+            "text": text,
+            "tokens": tokens,  # (batch, t_out), "" padding
             "input_tokens": input_tokens,
             "attention": out["attention"],
             "length": out["length"],
@@ -144,11 +156,16 @@ class Translator(tf.Module):
         out = beam_search(self._decoding_model(), source, beam_width, length_penalty, config=self.decode_config,
                           accel=self.accel)
         ids = out["ids"]  # (batch, n, t_out)
-        shape = tf.shape(ids)
-        nbest = tf.reshape(self.target_tokenizer.detokenize(tf.reshape(ids, [-1, shape[2]])), shape[:2])  # (batch, n)
+        if self.replace_unknown:
+            nbest, tokens = self._nbest_replaced(ids, out["attention"], input_tokens)
+        else:
+            shape = tf.shape(ids)
+            flat = tf.reshape(ids, [-1, shape[2]])  # (batch * n, t_out)
+            nbest = tf.reshape(self.target_tokenizer.detokenize(flat), shape[:2])  # (batch, n)
+            tokens = self.target_tokenizer.ids_to_tokens(ids[:, 0])
         return {
             "text": nbest[:, 0],  # the best of each sentence
-            "tokens": self.target_tokenizer.ids_to_tokens(ids[:, 0]),
+            "tokens": tokens,
             "input_tokens": input_tokens,
             "attention": out["attention"][:, 0],
             "length": out["length"][:, 0],
@@ -156,6 +173,25 @@ class Translator(tf.Module):
             "nbest_text": nbest,
             "nbest_score": out["scores"],
         }
+
+    def _text_and_tokens(self, ids, attention, input_tokens):
+        """Ids `(batch, t_out)` -> text `(batch,)` and tokens `(batch, t_out)`, with `[UNK]` replaced
+        if `replace_unknown` (`attention` `(batch, t_out, t_in)` says by which `input_tokens`)."""
+        tokens = self.target_tokenizer.ids_to_tokens(ids)  # (batch, t_out)
+        if not self.replace_unknown:
+            return self.target_tokenizer.detokenize(ids), tokens
+        tokens = replace_unknown_tokens(tokens, attention, input_tokens)
+        return self.target_tokenizer.detokenize_tokens(tokens), tokens
+
+    def _nbest_replaced(self, ids, attention, input_tokens):
+        """Beam ids `(batch, n, t_out)` -> all texts `(batch, n)` and the best's tokens `(batch, t_out)`,
+        `[UNK]` replaced in every hypothesis (by its own attention `(batch, n, t_out, t_in)`)."""
+        shape, t_in = tf.shape(ids), tf.shape(attention)[3]
+        text, tokens = self._text_and_tokens(
+            tf.reshape(ids, [-1, shape[2]]),  # (batch * n, t_out)
+            tf.reshape(attention, [-1, shape[2], t_in]),  # (batch * n, t_out, t_in)
+            tf.repeat(input_tokens, shape[1], axis=0))  # (batch * n, t_in)
+        return tf.reshape(text, shape[:2]), tf.reshape(tokens, shape)[:, 0]
 
     def __call__(self, texts):
         """Greedy translation of a batch of texts (see `as_batch`); returns the outputs as NumPy arrays."""
@@ -245,7 +281,7 @@ def _write_export(translator, path):
         serving = Translator(translator.model, _from_file(translator.source_tokenizer, tmp, "source_vocab.txt"),
                              _from_file(translator.target_tokenizer, tmp, "target_vocab.txt"),
                              translator.decode_config, translator.config, translator.accel,
-                             stored_weights=translator.accel)
+                             stored_weights=translator.accel, replace_unknown=translator.replace_unknown)
         serving.config_file = tf.saved_model.Asset(config_path)
         greedy_fn = serving.translate.get_concrete_function()
         signatures = {"translate": greedy_fn, "serving_default": greedy_fn,
@@ -269,6 +305,7 @@ def export_config(translator):
         "target_tokenizer": {**settings(tgt), "vocab_size": tgt.vocab_size, "vocabulary": "target_vocab.txt"},
         "decode": vars(translator.decode_config),
         "accel": translator.accel,
+        "replace_unknown": translator.replace_unknown,
         "signatures": {"translate": {"inputs": ["text"], "outputs": list(OUTPUTS)},
                        "translate_beam": {"inputs": ["text", "beam_width", "length_penalty"],
                                           "outputs": list(BEAM_OUTPUTS)}},

@@ -363,12 +363,12 @@ def _finish(run, config, trainer, tokenizers, echo):
     return summary
 
 
-def export_run(run_dir, out, checkpoint="best", accel=True, echo=print):
+def export_run(run_dir, out, checkpoint="best", accel=True, echo=print, replace_unknown=False):
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
     The newest checkpoint in `best/` (or, for `"latest"`, in `checkpoints/` or `best/`) that reads
     back whole is used; any newer one is named through `echo`. `accel=False` exports the reference
-    tier's decoding (see `Translator`)."""
+    tier's decoding, `replace_unknown=True` replaces output `[UNK]`s by source tokens (see `Translator`)."""
     run = Run(run_dir)
     if not run.exists():
         raise FileNotFoundError(f"Not a run directory (no config.json). Received: model={run_dir!r}")
@@ -381,7 +381,8 @@ def export_run(run_dir, out, checkpoint="best", accel=True, echo=print):
     if path is None:
         raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
     restore_weights(model, path)
-    translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), accel=accel)
+    translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), accel=accel,
+                            replace_unknown=replace_unknown)
     return export(translator, out)
 
 
