@@ -1,4 +1,8 @@
-"""Tests for tfattn.accel.loops: the Bahdanau loop's written-out gradient against autodiff and by hand.
+"""Tests for tfattn.accel.loops: the written-out loops' outputs and gradients against the reference tier.
+
+The oracles are independent of the code under test: the reference `Decoder`'s teacher-forced call
+and Keras' own `GRU` layer, both differentiated by TensorFlow, finite differences in float64, and
+steps worked out by hand. Nothing in `tfattn.accel` computes an expected value.
 
 Sizes differ on purpose so that a transposed or swapped weight cannot pass: batch 3, t_in 4,
 t_out 5, decoder units 6, attention units 5, encoder outputs (dv) 7.
@@ -13,36 +17,50 @@ from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import loops
 from tfattn.accel import seq2seq as fast
 from tfattn.layers.attention import BahdanauAttention
-from tfattn.layers.decoder import Decoder, scan
+from tfattn.layers.decoder import Decoder
 
 BATCH, T_IN, T_OUT, UNITS, ATT_UNITS, DV, VOCAB = 3, 4, 5, 6, 5, 7, 11
 # Sentence 0 has two padding positions, sentence 1 one, sentence 2 none.
 MASK = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], bool)
 
 
+def make_decoder(style="bahdanau", layer=None, **kwargs):
+    """A `Decoder` with the new keywords (`attention="bahdanau"|"luong"`, `attention_layer=`), or
+    the old ones (`style=`, `attention=<layer>`) where the new ones are not known yet."""
+    try:
+        return Decoder(VOCAB, 4, UNITS, attention=style, attention_layer=layer, **kwargs)
+    except (TypeError, ValueError):  # old signature: an unknown keyword, or a str where a layer goes
+        return Decoder(VOCAB, 4, UNITS, attention=layer, style=style, **kwargs)
+
+
+def attention_layer(decoder):
+    return getattr(decoder, "attention_layer", None) or decoder.attention
+
+
 def decoder_and_inputs(normalize, dtype="float32"):
     rng = np.random.default_rng(0)
-    decoder = Decoder(VOCAB, 4, UNITS, attention=BahdanauAttention(ATT_UNITS, normalize=normalize, dtype=dtype),
-                      dtype=dtype)
+    decoder = make_decoder("bahdanau", BahdanauAttention(ATT_UNITS, normalize=normalize, dtype=dtype), dtype=dtype)
     target_in = rng.integers(1, VOCAB, size=(BATCH, T_OUT))
     encoder_outputs = tf.constant(rng.normal(size=(BATCH, T_IN, DV)), dtype)
     h0 = tf.constant(rng.normal(size=(BATCH, UNITS)), dtype)
     decoder(target_in, encoder_outputs, {"h": h0}, MASK)
-    bias = decoder.rnn_layer.cell.bias  # non-zero: the written-out loop and the step add it in different places
-    bias.assign(rng.normal(size=bias.shape) * 0.5)
+    for layer in (decoder.rnn_layer.cell, decoder.hidden_dense, decoder.logits_dense):  # non-zero biases
+        layer.bias.assign(rng.normal(size=layer.bias.shape) * 0.5)
     if normalize:  # move g and b off their initial values, so that both matter
-        decoder.attention.g.assign(0.7)
-        decoder.attention.b.assign(rng.normal(size=ATT_UNITS))
+        attention_layer(decoder).g.assign(0.7)
+        attention_layer(decoder).b.assign(rng.normal(size=ATT_UNITS))
     return decoder, target_in, encoder_outputs, h0
 
 
-def autodiff_loop(decoder, target_in, encoder_outputs, h0):
-    """The fast tier's decoder step in `scan`, differentiated by TensorFlow: the reference here."""
-    memory = decoder.prepare_memory(encoder_outputs, MASK)
-    weights = fast_decoder.decoding_weights(decoder)
-    gates_x, _ = fast_decoder._token_shares(decoder, decoder.embedding(target_in), weights)  # the step adds the input bias
-    out, attention = scan(lambda x, s: fast_decoder._step(decoder, x, s, memory, weights), gates_x, {"h": h0}, 2)
-    return out, attention
+def reference_tier(decoder, target_in, encoder_outputs, h0):
+    """The oracle: the reference `Decoder`'s teacher-forced call (its Keras cell and layers),
+    which TensorFlow differentiates."""
+    return decoder(target_in, encoder_outputs, {"h": h0}, MASK, training=True)
+
+
+def fast_tier(decoder, target_in, encoder_outputs, h0):
+    """The fast tier in training: `loops.bahdanau_gru`, then `loops.output_layers`."""
+    return fast_decoder.teacher_forced(decoder, target_in, encoder_outputs, {"h": h0}, MASK, training=True)
 
 
 def loops_inputs(decoder, target_in, weights):
@@ -60,34 +78,34 @@ def written_out_loop(decoder, target_in, encoder_outputs, h0):
 
 def outputs_and_gradients(fn, decoder, target_in, encoder_outputs, h0):
     rng = np.random.default_rng(1)  # a non-uniform upstream gradient on both outputs
-    up_out = tf.constant(rng.normal(size=(BATCH, T_OUT, UNITS + DV)), encoder_outputs.dtype)
+    up_logits = tf.constant(rng.normal(size=(BATCH, T_OUT, VOCAB)), encoder_outputs.dtype)
     up_att = tf.constant(rng.normal(size=(BATCH, T_OUT, T_IN)), encoder_outputs.dtype)
     with tf.GradientTape() as tape:
         tape.watch([encoder_outputs, h0])
-        out, attention = fn(decoder, target_in, encoder_outputs, h0)
-        loss = tf.reduce_sum(out * up_out) + tf.reduce_sum(attention * up_att)
+        logits, attention = fn(decoder, target_in, encoder_outputs, h0)
+        loss = tf.reduce_sum(logits * up_logits) + tf.reduce_sum(attention * up_att)
     sources = [encoder_outputs, h0] + decoder.trainable_variables
-    return (out, attention), tape.gradient(loss, sources), ["encoder_outputs", "h0"] + [
+    return (logits, attention), tape.gradient(loss, sources), ["encoder_outputs", "h0"] + [
         v.path for v in decoder.trainable_variables]
 
 
 @pytest.mark.parametrize("normalize", [False, True])
-def test_outputs_and_gradients_equal_autodiff(normalize):
+def test_outputs_and_gradients_equal_the_reference_tier(normalize, monkeypatch):
     decoder, *inputs = decoder_and_inputs(normalize)
-    ref_outputs, ref_grads, names = outputs_and_gradients(autodiff_loop, decoder, *inputs)
-    outputs, grads, _ = outputs_and_gradients(written_out_loop, decoder, *inputs)
+    ref_outputs, ref_grads, names = outputs_and_gradients(reference_tier, decoder, *inputs)
+    calls, real_loop = [], loops.bahdanau_gru  # the fast tier must run the written-out loop here
+    monkeypatch.setattr(loops, "bahdanau_gru", lambda *args: calls.append(1) or real_loop(*args))
+    outputs, grads, _ = outputs_and_gradients(fast_tier, decoder, *inputs)
+    assert calls == [1]
     for a, b in zip(outputs, ref_outputs):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
-    checked = 0
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     for name, g, ref in zip(names, grads, ref_grads):
-        if ref is None:  # the output layers are not in this loop
-            assert g is None, name
-            continue
+        assert g is not None and ref is not None, name
         np.testing.assert_allclose(tf.convert_to_tensor(g), tf.convert_to_tensor(ref), rtol=1e-5, atol=1e-5,
                                    err_msg=name)
-        checked += 1
-    # encoder outputs, h0, v, W1, W2, GRU kernel, recurrent kernel, bias, embeddings (+ g, b)
-    assert checked == 9 + 2 * normalize
+    # encoder outputs, h0, embeddings, GRU kernel, recurrent kernel, bias, W1, W2, v (+ g, b), the
+    # tanh layer's kernel and bias, the vocabulary projection's kernel and bias
+    assert len(names) == 13 + 2 * normalize
 
 
 def test_gradient_equals_finite_differences_in_float64():
@@ -104,7 +122,7 @@ def test_gradient_equals_finite_differences_in_float64():
         outs = loops.bahdanau_gru(*xs[:4], mask, dict(zip(list(shapes)[4:], xs[4:])))
         return sum(tf.reduce_sum(o * u) for o, u in zip(outs, up))
 
-    theoretical, numerical = tf.test.compute_gradient(f, xs, delta=1e-6)
+    theoretical, numerical = tf.test.compute_gradient(tf.function(f), xs, delta=1e-6)  # a graph: ~10x faster
     for name, t, n in zip(shapes, theoretical, numerical):
         np.testing.assert_allclose(t, n, rtol=1e-6, atol=1e-7, err_msg=name)
 
@@ -142,16 +160,27 @@ def test_masked_positions_get_no_gradient():
     assert (grad[~MASK] == 0).all() and (np.abs(grad[MASK]).min(axis=-1) > 0).all()
 
 
+class DoubledScores(BahdanauAttention):
+    """Bahdanau scores times 2: a score the written-out loop does not compute. (`compute_scores` is
+    the score's public name, `_scores` its former one.)"""
+
+    def compute_scores(self, query, keys):
+        base = getattr(super(), "compute_scores", None) or super()._scores
+        return 2.0 * base(query, keys)
+
+    _scores = compute_scores
+
+
 @pytest.mark.parametrize("rnn, attention, expected", [
     ("gru", lambda: BahdanauAttention(6), True),
     ("gru", lambda: BahdanauAttention(6, normalize=True), True),
     ("lstm", lambda: BahdanauAttention(6), False),  # the written-out loop is a GRU's
-    ("gru", lambda: type("Custom", (BahdanauAttention,), {})(6), False),  # a subclass may score differently
+    ("gru", lambda: DoubledScores(6), False),  # a subclass with a score of its own
 ])
 def test_decoder_uses_the_loop_only_where_it_applies(rnn, attention, expected):
-    decoder = Decoder(VOCAB, 4, UNITS, attention=attention(), rnn=rnn)
+    decoder = make_decoder("bahdanau", attention(), rnn=rnn)
     assert fast_decoder._has_written_out_loop(decoder) is expected
-    assert not fast_decoder._has_written_out_loop(Decoder(VOCAB, 4, UNITS, style="luong"))
+    assert not fast_decoder._has_written_out_loop(make_decoder("luong"))
 
 
 def test_float16_loop_runs_and_matches_float32():
@@ -184,47 +213,59 @@ def gru_directions(dtype="float64", seed=3):
 
 
 def gru_loss(results, seed=4):
-    """A non-uniform weighting of every output and final state."""
+    """A non-uniform weighting of every output `(batch, t_in, units)` and final state `(batch, units)`
+    of the two directions of `gru_directions` (sizes given, not read: a `tf.function` may not know them)."""
     rng = np.random.default_rng(seed)
-    return sum(tf.reduce_sum(x * rng.normal(size=x.shape)) for pair in results for x in pair)
+    return sum(tf.reduce_sum(outputs * rng.normal(size=(BATCH, T_IN, units)))
+               + tf.reduce_sum(state * rng.normal(size=(BATCH, units)))
+               for (outputs, state), units in zip(results, (3, 4)))
 
 
-@pytest.mark.parametrize("mask", [MASK, None])
-def test_gru_outputs_and_gradients_equal_autodiff(mask):
-    from tfattn.accel import rnn
+# Padding between tokens too (sentence 1): a padding step keeps the state, as Keras' masking does.
+GRU_MASK = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]], bool)
 
+
+def keras_gru(gates_x, h0, weights, reverse, mask):
+    """The oracle for one direction: Keras' own `GRU` layer (reset_after, gates z, r, h) with the
+    loop's recurrent weights, reading `gates_x` through an identity kernel and a zero input bias,
+    so that its input share of the gates is `gates_x`. Padding as Keras masks it: the state is
+    kept and the output is zero. Returns `(outputs (batch, t, units) in position order, final
+    state, the layer)`."""
+    units = h0.shape[-1]
+    layer = keras.layers.GRU(units, return_sequences=True, return_state=True, go_backwards=reverse,
+                             zero_output_for_mask=True, dtype="float64")
+    layer.build((None, None, 3 * units))
+    layer.cell.kernel.assign(np.eye(3 * units))
+    layer.cell.recurrent_kernel.assign(weights["recurrent_kernel"])
+    layer.cell.bias.assign(np.stack([np.zeros(3 * units), weights["recurrent_bias"]]))  # input, recurrent
+    outputs, state = layer(gates_x, initial_state=[h0], mask=None if mask is None else tf.constant(mask))
+    return (tf.reverse(outputs, [1]) if reverse else outputs), state, layer  # go_backwards: last position first
+
+
+@pytest.mark.parametrize("mask", [GRU_MASK, None])
+def test_gru_outputs_and_gradients_equal_the_keras_layer(mask):
     directions = gru_directions()
-    sources = [x for g, h0, w, _ in directions for x in (g, h0, w["recurrent_kernel"], w["recurrent_bias"])]
-
-    def reference():
-        """`rnn.gru_step` in a Python loop with the same padding rule, differentiated by TensorFlow."""
-        full = np.ones((BATCH, T_IN), bool) if mask is None else mask
-        results = []
-        for gates_x, state, weights, reverse in directions:
-            outputs = [None] * T_IN
-            for i in range(T_IN - 1, -1, -1) if reverse else range(T_IN):
-                stepped = rnn.gru_step(gates_x[:, i], state, weights)
-                real = full[:, i : i + 1]
-                outputs[i] = tf.where(real, stepped, tf.zeros_like(stepped))
-                state = tf.where(real, stepped, state)
-            results.append((tf.stack(outputs, axis=1), state))
-        return results
-
+    constants = [x for g, h0, w, _ in directions for x in (g, h0, w["recurrent_kernel"], w["recurrent_bias"])]
     with tf.GradientTape(persistent=True) as tape:
-        tape.watch(sources)
-        ref = reference()
+        tape.watch(constants)
+        ref = [keras_gru(g, h0, w, reverse, mask) for g, h0, w, reverse in directions]
         got = loops.gru(directions, None if mask is None else tf.constant(mask))
-        ref_loss, loss = gru_loss(ref), gru_loss(got)
-    for (o1, s1), (o2, s2) in zip(got, ref):
+        ref_loss, loss = gru_loss([(o, s) for o, s, _ in ref]), gru_loss(got)
+    for (o1, s1), (o2, s2, _) in zip(got, ref):
         np.testing.assert_allclose(o1, o2, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(s1, s2, rtol=1e-12, atol=1e-12)
-    for g, r in zip(tape.gradient(loss, sources), tape.gradient(ref_loss, sources)):
-        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
+    # The Keras layers' sources: the same gates_x and h0, and their own recurrent kernel and bias.
+    ref_sources = [x for (g, h0, _, _), (_, _, layer) in zip(directions, ref)
+                   for x in (g, h0, layer.cell.recurrent_kernel, layer.cell.bias)]
+    ref_grads = tape.gradient(ref_loss, ref_sources)
+    ref_grads[3::4] = [np.asarray(b)[1] for b in ref_grads[3::4]]  # the recurrent bias' row
+    for i, (g, r) in enumerate(zip(tape.gradient(loss, constants), ref_grads)):
+        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12, err_msg=f"direction {i // 4}, source {i % 4}")
 
 
 def test_gru_gradient_equals_finite_differences():
     directions = gru_directions(seed=5)
-    mask = tf.constant(MASK)
+    mask = tf.constant(GRU_MASK)
     xs = [x for g, h0, w, _ in directions for x in (g, h0, w["recurrent_kernel"], w["recurrent_bias"])]
 
     def f(*xs):
@@ -232,7 +273,7 @@ def test_gru_gradient_equals_finite_differences():
                  directions[d][3]) for d in range(2)]
         return gru_loss(loops.gru(dirs, mask))
 
-    theoretical, numerical = tf.test.compute_gradient(f, xs, delta=1e-6)
+    theoretical, numerical = tf.test.compute_gradient(tf.function(f), xs, delta=1e-6)  # a graph: ~10x faster
     for t, n in zip(theoretical, numerical):
         np.testing.assert_allclose(t, n, rtol=1e-6, atol=1e-7)
 
@@ -263,10 +304,10 @@ def test_gru_padding_step_by_hand():
     dict(attention="luong", input_feeding=False),
     dict(attention="luong", input_feeding=True),  # only the encoder's loop applies
 ])
-def test_a_model_trains_with_the_gradients_autodiff_gives(config):
-    """In the fast tier, `training=True` runs the written-out loops and gradients, `training=False`
-    the steps differentiated by TensorFlow (no dropout here, so nothing else differs): the loss and
-    every weight's gradient agree."""
+def test_a_model_trains_with_the_reference_tiers_gradients(config):
+    """In training, the fast tier (`fast.forward(training=True)`: the written-out loops and
+    gradients where they apply) gives the loss and every weight's gradient of the reference tier
+    (`model(..., training=True)`: Keras layers, differentiated by TensorFlow). No dropout here."""
     import tfattn
     from tfattn.model import masked_loss
 
@@ -277,9 +318,10 @@ def test_a_model_trains_with_the_gradients_autodiff_gives(config):
     target[0, 4:] = 0
     model((source, target[:, :-1]))  # builds
     results = []
-    for training in (True, False):
+    for forward in (lambda: fast.forward(model, source, target[:, :-1], training=True),
+                    lambda: model((source, target[:, :-1]), training=True)):
         with tf.GradientTape() as tape:
-            logits, attention = fast.forward(model, source, target[:, :-1], training=training)
+            logits, attention = forward()
             loss = masked_loss(target[:, 1:], logits)
         results.append((loss, attention, tape.gradient(loss, model.trainable_variables)))
     (loss, attention, grads), (ref_loss, ref_attention, ref_grads) = results
@@ -353,7 +395,7 @@ def decoder_inputs(seed):
 def test_decoder_output_layers_get_dropouts_mask_in_training_only(style, output_layers_calls):
     inputs = decoder_inputs(3)
     for dropout in (0.5, 0.0):
-        decoder = Decoder(VOCAB, 4, UNITS, style=style, dropout=dropout)
+        decoder = make_decoder(style, dropout=dropout)
         decoder(*inputs, training=True)  # builds; the reference tier never calls the loops
         fast_decoder.teacher_forced(decoder, *inputs)  # inference: the plain layers
         assert output_layers_calls == []

@@ -1,4 +1,8 @@
-"""Tests for tfattn.accel.rnn: the written-out GRU and LSTM steps equal the Keras cells they read weights from."""
+"""Tests for tfattn.accel.rnn: the written-out GRU and LSTM steps equal the Keras cells they read weights from.
+
+The oracles are Keras' own cells and layers, the reference tier's `Encoder` and `Decoder`, NumPy on
+the cells' variables, and steps worked out by hand; nothing in `tfattn.accel` computes an expected value.
+"""
 
 import keras
 import numpy as np
@@ -9,6 +13,14 @@ from tfattn.accel import encoder as fast_encoder
 from tfattn.accel import rnn
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
+
+
+def luong_decoder(*args, **kwargs):
+    """A Luong `Decoder` with the new keyword (`attention="luong"`) or the old one (`style=`)."""
+    try:
+        return Decoder(*args, attention="luong", **kwargs)
+    except (TypeError, ValueError):  # old signature: a str where an attention layer goes
+        return Decoder(*args, style="luong", **kwargs)
 
 
 def built_cell(kind, input_size, units):
@@ -54,23 +66,27 @@ def test_split_kernel_rows_add_up_to_the_whole_projection():
     whole, split = rnn.cell_weights(cell, "float32"), rnn.cell_weights(cell, "float32", split_at=2)
     x = np.random.default_rng(1).normal(size=(3, 5)).astype("float32")
     parts = rnn.project_inputs(split, x[:, :2]) + x[:, 2:] @ np.asarray(split["kernel_rest"])
-    np.testing.assert_allclose(parts, rnn.project_inputs(whole, x), atol=1e-5)
+    expected = x @ np.asarray(cell.kernel) + np.asarray(cell.bias)[0]  # the input's share, input bias (row 0)
+    np.testing.assert_allclose(parts, expected, atol=1e-5)
+    np.testing.assert_allclose(rnn.project_inputs(whole, x), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_luong_whole_target_loop_equals_the_keras_layer(kind, monkeypatch):
-    """Without input feeding the fast decoder runs its own loop on a CPU and the Keras layer on a GPU."""
+    """Without input feeding the fast decoder runs its own loop on a CPU and the Keras layer on a GPU:
+    both give the reference `Decoder`'s teacher-forced call."""
     keras.utils.set_random_seed(0)
     encoder = Encoder(11, 4, 6, rnn=kind)
     outputs, state, mask = encoder(np.array([[5, 6, 7, 0], [3, 4, 5, 6]]))
-    decoder = Decoder(13, 4, 6, style="luong", input_feeding=False, rnn=kind)
+    decoder = luong_decoder(13, 4, 6, input_feeding=False, rnn=kind)
     target_in = np.array([[1, 4, 9, 0, 0], [1, 12, 3, 7, 2]])
-    decoder(target_in, outputs, state, mask)  # builds
+    reference = decoder(target_in, outputs, state, mask)  # builds; the oracle
     ours = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
     monkeypatch.setattr("tfattn.accel.rnn.prefer_keras_layers", lambda: True)
     keras_layer = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
-    for a, b in zip(ours, keras_layer):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+    for got in (ours, keras_layer):
+        for a, b in zip(got, reference):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
@@ -108,7 +124,8 @@ def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind):
-    """In inference `run_masked` steps a batch without padding without reading masks: same results."""
+    """In inference `run_masked` steps a batch without padding without reading masks: the outputs
+    and final states of Keras' RNN layers over the same cells (the second direction reversed)."""
     import tensorflow as tf
 
     cells = [built_cell(kind, 5, 4), built_cell(kind, 5, 4)]
@@ -116,9 +133,12 @@ def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind):
     directions = [(rnn.project_inputs(w, x), w, reverse)
                   for w, reverse in zip([rnn.cell_weights(c, "float32") for c in cells], (False, True))]
     mask = tf.ones([2, 3], tf.bool)
-    zeros = [tf.zeros([2, 4])] * 2
     got = tf.function(lambda: rnn.run_masked(kind, directions, mask))()
-    expected = rnn._loop(kind, directions, mask, zeros, masked=True)
-    for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(expected)):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+    for cell, reverse, (got_outputs, got_state) in zip(cells, (False, True), zip(*got)):
+        layer = keras.layers.RNN(cell, return_sequences=True, return_state=True, go_backwards=reverse)
+        want_outputs, *want_states = layer(x)  # a zero initial state, as run_masked's
+        want_outputs = np.flip(want_outputs, axis=1) if reverse else want_outputs  # go_backwards: last first
+        np.testing.assert_allclose(got_outputs, want_outputs, atol=1e-6)
+        for name, want in zip(("h", "c"), want_states):
+            np.testing.assert_allclose(got_state[name], want, atol=1e-6)
     np.testing.assert_allclose(got[0][1][:, 0], got[1][1]["h"], atol=1e-6)  # backward: ends at position 0
