@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export KERAS_BACKEND := tensorflow
 
-.PHONY: demo test test-fast bench bench-quality bench-decode clean
+.PHONY: demo test test-fast test-jax bench bench-quality bench-decode clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,6 +25,14 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 -m "not slow"
+
+# The layer tests that run on either Keras backend (no TensorFlow import; outputs read through NumPy),
+# under JAX for CPU. The prefix overrides the KERAS_BACKEND exported above for this command only. The
+# rest of the suite is TensorFlow's by design: tf.function, tf.data, tensorflow-text, SavedModel.
+JAX_TESTS := tests/layers/test_backends.py tests/layers/test_decoder_paper.py
+
+test-jax: $(STAMP)
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -ra $(JAX_TESTS)
 
 # The Colab check: a fresh Python 3.13 virtual environment, the package installed as a Colab user
 # would (pyproject's ranges, not requirements.txt) with Colab's preinstalled versions held as

@@ -1,0 +1,290 @@
+"""The layers on either Keras backend: this module runs under TensorFlow in `make test` and under JAX
+in `make test-jax` (`KERAS_BACKEND=jax`).
+
+It imports no TensorFlow and reads every output with `keras.ops.convert_to_numpy`. Expected values
+are float64 NumPy written from the papers' equations (never a layer's output on the other backend):
+Bahdanau, Cho, Bengio 2014 (arXiv 1409.0473), Appendix A.1.2 and eq. 5-6; Luong, Pham, Manning 2015
+(arXiv 1508.04025), eq. 7-9. Sizes as in test_attention.py: batch 2, t_in 4, dq 3, dk 2 (so that
+`key=` and `value=` differ), dv 5, hidden units 4.
+"""
+
+import importlib.util
+import operator
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.decoder import Decoder
+from tfattn.layers.encoder import Encoder
+
+BACKEND = keras.backend.backend()
+BATCH, T_IN, DQ, DK, DV, UNITS = 2, 4, 3, 2, 5, 4
+# Sentence 0 has one padding position (the last); sentence 1 has none.
+MASK = np.array([[True, True, True, False], [True, True, True, True]])
+# How far a row of weights may sum from 1: about five roundings of u each (2^-11 in float16, 2^-24 in
+# float32), as test_attention.py works out.
+ROW_SUM_ATOL = {"float32": 1e-6, "float16": 5 * 2.0**-11}
+
+# "location" has max_length 6 > t_in (its scores are cropped); "location_short" has max_length 2 < t_in
+# (positions 2 and 3 have no score and get zero weight).
+VARIANTS = ("bahdanau", "bahdanau_normalized", "dot", "general", "concat", "location", "location_short")
+# Bahdanau has no scale; each Luong score is checked with and without it.
+CASES = [("bahdanau", False), ("bahdanau_normalized", False)] + [
+    (variant, scale) for variant in VARIANTS[2:] for scale in (False, True)]
+
+
+def to_numpy(x):
+    return ops.convert_to_numpy(x)
+
+
+def fixed(shape, seed):
+    """Small fixed weights with one decimal, e.g. 0.3 or -0.7."""
+    return np.random.default_rng(seed).uniform(-1, 1, size=shape).round(1).astype("float32")
+
+
+def key_size(variant):
+    return DQ if variant == "dot" else DK  # the dot score needs dk == dq
+
+
+def max_length(variant):
+    return 2 if variant == "location_short" else 6
+
+
+def make_layer(variant, scale=False, dtype=None):
+    if variant.startswith("bahdanau"):
+        return BahdanauAttention(UNITS, normalize=variant == "bahdanau_normalized", dtype=dtype)
+    if variant.startswith("location"):
+        return LuongAttention("location", scale=scale, max_length=max_length(variant), dtype=dtype)
+    return LuongAttention(variant, scale=scale, units=UNITS if variant == "concat" else None, dtype=dtype)
+
+
+def fixed_weights(variant, scale):
+    """Every weight of the variant, by attribute path on the layer, in the shapes the docstrings give."""
+    dk = key_size(variant)
+    weights = {
+        "bahdanau": {"query_dense.kernel": fixed((DQ, UNITS), 1), "key_dense.kernel": fixed((dk, UNITS), 2),
+                     "v": fixed((UNITS,), 3)},
+        "dot": {},
+        "general": {"w": fixed((dk, DQ), 5)},  # (dk, dq)
+        "concat": {"w_query": fixed((DQ, UNITS), 6), "w_key": fixed((dk, UNITS), 7), "v": fixed((UNITS,), 8)},
+        "location": {"w": fixed((DQ, max_length(variant)), 9)},  # (dq, max_length)
+    }[variant.split("_")[0]]
+    if variant == "bahdanau_normalized":
+        weights.update(g=np.array(2.0, "float32"), b=fixed((UNITS,), 4))
+    if scale:
+        weights["gain"] = np.array(2.0, "float32")
+    return weights
+
+
+def set_weights(layer, weights):
+    """Assigns `weights` (attribute path -> array), checking each shape and that none is left out."""
+    for path, value in weights.items():
+        variable = operator.attrgetter(path)(layer)
+        assert tuple(variable.shape) == value.shape, path
+        variable.assign(value)
+    assert len(layer.weights) == len(weights)
+
+
+def read_weights(layer, variant):
+    """The layer's own (initial) weights as arrays, by the attribute paths that `fixed_weights` names."""
+    paths = fixed_weights(variant, getattr(layer, "scale", False))
+    return {path: to_numpy(operator.attrgetter(path)(layer)) for path in paths}
+
+
+def make_inputs(t_q, dk=DK, dtype="float32", seed=0):
+    """query (batch, t_q, dq), key (batch, t_in, dk), value (batch, t_in, dv)."""
+    rng = np.random.default_rng(seed)
+    shapes = [(BATCH, t_q, DQ), (BATCH, T_IN, dk), (BATCH, T_IN, DV)]
+    return tuple(rng.normal(size=shape).astype(dtype) for shape in shapes)
+
+
+# -- the NumPy reference, from the papers ------------------------------------------------------------
+
+
+def np_scores(variant, weights, query, key):
+    """Scores `(batch, t_q, t_in)` in float64; -inf where a position has no score."""
+    q, k = query.astype("float64"), key.astype("float64")
+    w = {name: np.asarray(value, "float64") for name, value in weights.items()}
+    if variant.startswith("bahdanau"):
+        # Bahdanau A.1.2: e = v^T tanh(W1 q + W2 k); weight-normalized: v -> g v / ||v||, and + b in the tanh.
+        v, b = w["v"], w.get("b", 0.0)
+        if "g" in w:
+            v = w["g"] * v / np.linalg.norm(v)
+        hidden = (q @ w["query_dense.kernel"])[:, :, None, :] + (k @ w["key_dense.kernel"])[:, None, :, :] + b
+        scores = np.tanh(hidden) @ v  # (batch, t_q, t_in)
+    elif variant == "dot":  # Luong eq. 8: q^T k
+        scores = np.einsum("bqd,bkd->bqk", q, k)
+    elif variant == "general":  # Luong eq. 8: q^T W k, with W stored as w (dk, dq)
+        scores = np.einsum("bqd,bke,ed->bqk", q, k, w["w"])
+    elif variant == "concat":  # Luong eq. 8: v^T tanh(W [q; k]), W split into its q and k rows
+        scores = np.tanh((q @ w["w_query"])[:, :, None, :] + (k @ w["w_key"])[:, None, :, :]) @ w["v"]
+    else:  # Luong eq. 9: a_t = softmax(W_a h_t), one score per position up to max_length
+        by_position = q @ w["w"]  # (batch, t_q, max_length)
+        t_in, length = k.shape[1], by_position.shape[-1]
+        scores = np.full(q.shape[:2] + (t_in,), -np.inf)
+        scores[..., : min(t_in, length)] = by_position[..., :t_in]
+    return scores * w.get("gain", 1.0)
+
+
+def np_attention(scores, value, mask):
+    """Bahdanau eq. 6 / Luong eq. 7 over the real positions (exp(-inf) = 0), then the weighted sum of
+    the values (Bahdanau eq. 5): context `(batch, t_q, dv)`, weights `(batch, t_q, t_in)`."""
+    scores = np.where(mask[:, None, :], scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    return weights @ value.astype("float64"), weights
+
+
+def assert_masked_softmax(weights, mask, dtype="float32"):
+    """Padding gets exactly zero weight and each row sums to 1."""
+    weights = np.asarray(weights)
+    padding = np.broadcast_to(~mask[:, None, :], weights.shape)
+    assert np.isfinite(weights).all()
+    assert (weights[padding] == 0.0).all(), "padding must get exactly zero weight"
+    np.testing.assert_allclose(weights.astype("float64").sum(-1), 1.0, atol=ROW_SUM_ATOL[dtype])
+
+
+# -- attention --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t_q", [1, 3])
+@pytest.mark.parametrize("variant, scale", CASES)
+def test_scores_match_numpy(variant, scale, t_q):
+    query, key, value = make_inputs(t_q, dk=key_size(variant))
+    layer = make_layer(variant, scale)
+    layer(query, value, key=key, value_mask=MASK)  # builds
+    weights = fixed_weights(variant, scale)
+    set_weights(layer, weights)
+    context, attention = map(to_numpy, layer(query, value, key=key, value_mask=MASK))
+    want_context, want_attention = np_attention(np_scores(variant, weights, query, key), value, MASK)
+    assert context.shape == (BATCH, t_q, DV) and attention.shape == (BATCH, t_q, T_IN)
+    np.testing.assert_allclose(attention, want_attention, atol=1e-6)
+    np.testing.assert_allclose(context, want_context, atol=1e-5)
+    assert_masked_softmax(attention, MASK)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_padding_gets_exactly_zero_weight_and_rows_sum_to_one(variant, dtype):
+    query, key, value = make_inputs(3, dk=key_size(variant), dtype=dtype)
+    query = query * np.asarray(4, dtype)  # large scores, at the padding position too
+    context, weights = make_layer(variant, scale=True, dtype=dtype)(query, value, key=key, value_mask=MASK)
+    context, weights = to_numpy(context), to_numpy(weights)
+    assert context.dtype == dtype and weights.dtype == dtype
+    assert np.isfinite(context).all()
+    assert_masked_softmax(weights, MASK, dtype)
+    if variant == "location_short":  # positions at or past max_length 2 get zero weight too
+        assert (weights[..., 2:] == 0.0).all()
+
+
+# Symbolic shapes: `Input((t_in,), batch_size=2)` has every size known; `Input((None,))` leaves the batch
+# and the sentence length unknown until called.
+DYNAMIC_ON_JAX = pytest.mark.xfail(
+    BACKEND == "jax", strict=True, raises=Exception,
+    reason="tfattn/layers/checks.py static_shape() calls int() on each size of a symbolic input; "
+           "Keras on JAX traces unknown sizes as jax.export symbolic dimensions, and int() of one raises "
+           "InconclusiveDimensionOperation")
+
+
+@pytest.mark.parametrize("sizes", ["static", pytest.param("dynamic", marks=DYNAMIC_ON_JAX)])
+@pytest.mark.parametrize("variant", ["bahdanau", "general"])
+def test_value_mask_is_taken_from_the_keras_mask_in_a_functional_model(variant, sizes):
+    # Input -> Embedding(mask_zero=True) -> attention, no mask passed: id 0 is padding.
+    vocab, t_q = 7, 2
+    ids = np.array([[3, 4, 5, 0], [1, 2, 6, 4]])  # (batch, t_in): sentence 0's last id is padding
+    shape = dict(batch_size=BATCH) if sizes == "static" else {}
+    ids_in = keras.Input((T_IN,) if sizes == "static" else (None,), dtype="int32", **shape)
+    query_in = keras.Input((t_q, DQ) if sizes == "static" else (None, DQ), **shape)
+    embedding = keras.layers.Embedding(vocab, DQ, mask_zero=True)  # dv = dk = dq 3
+    layer = make_layer(variant)
+    context, weights = layer(query_in, embedding(ids_in))
+    model = keras.Model([query_in, ids_in], [context, weights])
+    query = make_inputs(t_q)[0]
+    context, weights = map(to_numpy, model([query, ids]))
+    values = to_numpy(embedding.embeddings)[ids]  # (batch, t_in, dv)
+    want_context, want_weights = np_attention(np_scores(variant, read_weights(layer, variant), query, values),
+                                              values, ids != 0)
+    assert (weights[0, :, 3] == 0.0).all(), "the Keras mask's padding must get exactly zero weight"
+    np.testing.assert_allclose(weights, want_weights, atol=1e-6)
+    np.testing.assert_allclose(context, want_context, atol=1e-5)
+
+
+# -- encoder and decoder ----------------------------------------------------------------------------
+
+SOURCE_VOCAB, TARGET_VOCAB, EMB = 11, 13, 4
+# Source sentence 0 has two padding positions; sentence 1 has none. t_in 5, t_out 4.
+SOURCE = np.array([[5, 6, 7, 0, 0], [3, 4, 5, 6, 8]])
+SOURCE_MASK = SOURCE != 0
+TARGET_IN = np.array([[1, 4, 9, 0], [1, 12, 3, 7]])
+ENCODERS = [(rnn, bidirectional) for rnn in ("gru", "lstm") for bidirectional in (True, False)]
+
+
+@pytest.mark.parametrize("rnn, bidirectional", ENCODERS)
+def test_encoder_shapes_mask_and_zero_outputs_on_padding(rnn, bidirectional):
+    outputs, state, mask = Encoder(SOURCE_VOCAB, EMB, UNITS, rnn=rnn, bidirectional=bidirectional)(SOURCE)
+    outputs, state, mask = to_numpy(outputs), {k: to_numpy(v) for k, v in state.items()}, to_numpy(mask)
+    assert outputs.shape == (2, 5, UNITS)
+    assert sorted(state) == (["h"] if rnn == "gru" else ["c", "h"])
+    assert all(s.shape == (2, UNITS) for s in state.values())
+    assert mask.dtype == bool
+    np.testing.assert_array_equal(mask, SOURCE_MASK)
+    assert (outputs[0, 3:] == 0.0).all(), "the recurrent layers skip padding and output zeros there"
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_encoder_annotations_do_not_depend_on_padding(rnn):
+    encoder = Encoder(SOURCE_VOCAB, EMB, UNITS, rnn=rnn)
+    outputs, state, _ = encoder(SOURCE)
+    alone_outputs, alone_state, _ = encoder(SOURCE[:1, :3])  # (1, 3): the same sentence, no padding
+    np.testing.assert_allclose(to_numpy(outputs)[0, :3], to_numpy(alone_outputs)[0], atol=1e-5)
+    for name in state:
+        np.testing.assert_allclose(to_numpy(state[name])[0], to_numpy(alone_state[name])[0], atol=1e-5)
+
+
+# (style, input_feeding, rnn, attention layer factory or None for the style's default). Luong without
+# input feeding runs the Keras RNN layer over the whole target; every other case is the scanned step.
+DECODERS = {
+    "bahdanau-gru": ("bahdanau", True, "gru", None),
+    "bahdanau-normalized-lstm": ("bahdanau", True, "lstm", lambda: BahdanauAttention(5, normalize=True)),
+    "luong-feed-gru": ("luong", True, "gru", None),
+    "luong-feed-dot-lstm": ("luong", True, "lstm", lambda: LuongAttention("dot", scale=True)),
+    "luong-nofeed-gru": ("luong", False, "gru", None),
+    "luong-nofeed-location-lstm": ("luong", False, "lstm", lambda: LuongAttention("location", max_length=3)),
+}
+
+
+@pytest.mark.parametrize("case", DECODERS)
+def test_decoder_shapes_and_stepping_equals_teacher_forcing(case):
+    style, input_feeding, rnn, attention = DECODERS[case]
+    outputs, state, mask = Encoder(SOURCE_VOCAB, EMB, UNITS, rnn=rnn)(SOURCE)
+    decoder = Decoder(TARGET_VOCAB, EMB, UNITS, attention=style, attention_layer=attention and attention(),
+                      input_feeding=input_feeding, rnn=rnn)
+    logits, weights = map(to_numpy, decoder(TARGET_IN, outputs, state, mask))
+    assert logits.shape == (2, 4, TARGET_VOCAB) and weights.shape == (2, 4, 5)
+    assert_masked_softmax(weights, SOURCE_MASK)
+    # Greedy decoding's way: t_out calls of step, fed the teacher's tokens.
+    memory, step_state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
+    for t in range(TARGET_IN.shape[1]):
+        step_logits, step_weights, step_state = decoder.step(TARGET_IN[:, t], step_state, memory)
+        np.testing.assert_allclose(to_numpy(step_logits), logits[:, t], atol=1e-5, err_msg=f"logits, t={t}")
+        np.testing.assert_allclose(to_numpy(step_weights), weights[:, t], atol=1e-5, err_msg=f"weights, t={t}")
+
+
+# -- imports ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax (the [test] extra)")
+def test_the_layers_import_no_tensorflow_on_jax():
+    """`tfattn.layers` is pure Keras: on the JAX backend importing it loads no TensorFlow (Keras itself
+    may load it later, e.g. to serialize a config, when TensorFlow is installed)."""
+    code = "import sys, tfattn.layers; print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))"
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
