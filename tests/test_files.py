@@ -1,8 +1,10 @@
 """tfattn.files: writes that fail whole, never half, and directories swapped in place."""
 
 import errno
+import json
 import os
 import stat
+import subprocess
 
 import pytest
 
@@ -91,3 +93,102 @@ def test_once_fixed_names_what_must_change():
 def test_listing_shows_the_first_names_sorted():
     assert files.listing({"c", "a", "b"}) == "a, b, c"
     assert files.listing([str(i) for i in range(7)]) == "0, 1, 2, 3, 4, ..."
+
+
+# -- write_json: a write that fails leaves no file, no temporary ----------------------------------
+
+class FailingFile:
+    """A real file whose writes stop with `error` once `budget` characters are in it: a disk that
+    fills midway through the JSON."""
+
+    def __init__(self, f, budget, error):
+        self.f, self.budget, self.error = f, budget, error
+
+    def write(self, text):
+        if len(text) > self.budget:
+            self.f.write(text[: self.budget])
+            self.f.flush()  # the half really reaches the temporary file
+            raise self.error
+        self.budget -= len(text)
+        return self.f.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+OBJ = {"loss": [3.0, 2.5, 2.0], "run": "a run", "steps": 144}
+ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def fail_midway(monkeypatch):
+    """`open` in tfattn.files gives a file that fills up after 20 characters."""
+    real_open = open
+    monkeypatch.setattr(files, "open", lambda *a, **k: FailingFile(real_open(*a, **k), 20, ENOSPC), raising=False)
+
+
+def fail_fsync(monkeypatch):
+    def fsync(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def fail_rename(monkeypatch):
+    def replace(src, dst):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+@pytest.mark.parametrize("fault, reason", [(fail_midway, "No space left on device"),
+                                           (fail_fsync, "Input/output error"),
+                                           (fail_rename, "Invalid cross-device link")])
+@pytest.mark.parametrize("before", [None, '{"old": true}'])
+def test_a_json_write_that_fails_leaves_no_file_and_no_temporary(tmp_path, monkeypatch, fault, reason, before):
+    path = tmp_path / "history.json"
+    if before is not None:
+        path.write_text(before, encoding="utf-8")
+    fault(monkeypatch)
+    with pytest.raises(files.WriteError) as raised:
+        files.write_json(path, OBJ)
+    assert str(raised.value).startswith(f"could not write history.json to {tmp_path}: {reason}; ")
+    assert str(raised.value).endswith(" free there.")
+    if before is None:
+        assert os.listdir(tmp_path) == []  # no file, no history.json.tmp
+    else:
+        assert os.listdir(tmp_path) == ["history.json"] and path.read_text(encoding="utf-8") == before
+    monkeypatch.undo()
+    files.write_json(path, OBJ)  # and the same write succeeds once the fault is gone
+    assert json.loads(path.read_text(encoding="utf-8")) == OBJ and os.listdir(tmp_path) == ["history.json"]
+
+
+def test_a_json_write_to_a_full_file_system_leaves_no_file_and_no_temporary(tmp_path):
+    """The real thing, where this process may mount a 64 KB tmpfs (root); skipped elsewhere."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)]
+    if os.geteuid() != 0 or subprocess.run(mount, capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN); the monkeypatched faults above cover the same code")
+    try:
+        big = {"loss": [0.123456789] * 20_000}  # some 340 KB of JSON
+        with pytest.raises(files.WriteError, match=r"could not write big\.json to .*: No space left on device"):
+            files.write_json(disk / "big.json", big)
+        assert os.listdir(disk) == []
+        files.write_json(disk / "small.json", OBJ)  # the space the failed write took is free again
+        assert json.loads((disk / "small.json").read_text(encoding="utf-8")) == OBJ
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+@pytest.mark.xfail(strict=True, reason="write_json cleans up after an OSError only: json.dump's TypeError midway "
+                                       "leaves history.json.tmp behind")
+def test_an_unserializable_object_leaves_no_temporary(tmp_path):
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        files.write_json(tmp_path / "history.json", {"loss": 1.0, "model": object()})
+    assert os.listdir(tmp_path) == []
