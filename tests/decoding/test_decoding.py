@@ -93,6 +93,7 @@ def test_padding_does_not_change_the_translation(fixture, dates_data, request):
     translator = request.getfixturevalue(fixture)
     fn = make_greedy_fn(translator.model, DecodeConfig(max_length=14))
     short = [s for s, _ in dates_data[1] if len(s) <= 10][:20]
+    assert short  # else the loop below checks nothing
     long = "wednesday, september 27, 2045"  # 29 characters: every short sentence gets padded
     for text in short:
         alone = fn(source_ids(translator, [text]))
