@@ -331,9 +331,10 @@ def _add_model_flags(m):
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1, help="encoder layers (default: 1)")
     m.add_argument("--dropout", type=float, default=0.2, help="default: 0.2")
-    m.add_argument("--no-accel", dest="accel", action="store_false",
+    m.add_argument("--no-accel", dest="accel", action="store_false", default=None,
                    help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "
-                        "instead of the fast tier (tfattn.accel); the same losses within rounding, slower")
+                        "instead of the fast tier (tfattn.accel); the same losses within rounding, slower "
+                        "(default: the fast tier, unless TFATTN_ACCEL=0)")
 
 
 def _add_batch_flags(t):
@@ -509,7 +510,7 @@ def _add_export_parser(sub):
     ex.add_argument("--model", required=True, help="run directory")
     ex.add_argument("--out", required=True, help="export directory to write")
     ex.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="default: best")
-    ex.add_argument("--no-accel", dest="accel", action="store_false",
+    ex.add_argument("--no-accel", dest="accel", action="store_false", default=None,
                     help="export the reference tier's decoding (the layers' own calls) instead of the fast "
                          "tier's (tfattn.accel); the same translations within rounding, slower")
     ex.add_argument("--replace-unknown", action="store_true",

@@ -142,3 +142,21 @@ def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind):
         for name, want in zip(("h", "c"), want_states):
             np.testing.assert_allclose(got_state[name], want, atol=1e-6)
     np.testing.assert_allclose(got[0][1][:, 0], got[1][1]["h"], atol=1e-6)  # backward: ends at position 0
+
+
+def test_scan_runs_the_step_over_time_in_order():
+    import tensorflow as tf
+
+    # A running sum: the state adds x_t; the outputs are the sum so far and 2 x_t.
+    # Sentence 0 reads 1, 2, 3 (sums 1, 3, 6); sentence 1 reads 10, 20, 30 (sums 10, 30, 60).
+    inputs = tf.constant([[[1.0], [2.0], [3.0]], [[10.0], [20.0], [30.0]]])  # (batch 2, t_out 3, 1)
+
+    def step(x, state):
+        total = state + x
+        return total, 2.0 * x, total
+
+    sums, doubled = rnn.scan(step, inputs, tf.zeros([2, 1]))
+    np.testing.assert_array_equal(sums[..., 0], [[1, 3, 6], [10, 30, 60]])
+    np.testing.assert_array_equal(doubled[..., 0], [[2, 4, 6], [20, 40, 60]])
+    (only,) = rnn.scan(lambda x, s: (x, s), inputs, tf.zeros([2, 1]), n_outputs=1)
+    np.testing.assert_array_equal(only, inputs)

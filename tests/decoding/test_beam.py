@@ -373,7 +373,7 @@ def test_beam_search_over_a_large_vocabulary_is_the_same_with_blocked_top_k(monk
     sizes = []  # block sizes chosen while tracing: the graph's loop must know the vocabulary's size
     monkeypatch.setattr(decoding, "_block_size", lambda n: sizes.append(n) or 31)
     blocked = make_beam_fn(model, config)(source, tf.constant(5), tf.constant(0.6))
-    assert sizes and set(sizes) == {TOP_K_BLOCKED + 7}  # once per loop the graph holds (see DecodeConfig.slices)
+    assert sizes and set(sizes) == {TOP_K_BLOCKED + 7}  # once per loop the graph holds (see tfattn.accel.decoding.ROW_SLICES)
     monkeypatch.setattr(decoding, "TOP_K_BLOCKED", 10**9)  # plain tf.math.top_k
     plain = make_beam_fn(model, config)(source, tf.constant(5), tf.constant(0.6))
     for key in plain:

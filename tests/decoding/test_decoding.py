@@ -4,8 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.decoding.search import DecodeConfig, greedy, length_limits
+from tfattn.decoding.loop import length_limits
+from tfattn.decoding.search import DecodeConfig, greedy
+from tfattn.accel import decoding as fast_decoding
+from tfattn.accel.seq2seq import Stepping
 from tfattn.data.text import END_ID, PAD_ID, START_ID
+from tfattn.decoding.strategies import BeamSearch, Greedy
 
 def make_greedy_fn(model, config=None):
     """`greedy` as a `tf.function` over `source (batch, t_in)` that never retraces for new shapes."""
@@ -178,7 +182,8 @@ def test_large_batches_decode_in_row_slices_with_outputs_in_their_places(batch, 
     # Sentence b ends after 1 + b % 7 tokens: the slices' loops run different numbers of steps.
     lengths = [1 + b % 7 for b in range(batch)]
     model = CountdownModel()
-    out = greedy(model, countdown_source(lengths), DecodeConfig(max_length=20, ratio=4.0, extra=10, slices=slices))
+    config = DecodeConfig(max_length=20, ratio=4.0, extra=10)
+    out = fast_decoding.decode(model, countdown_source(lengths), Greedy(), config, slices=slices)
     assert model.rows_encoded == encoded  # `slices` slices when each gets 16 rows or more, else one
     ids, attention = out["ids"].numpy(), out["attention"].numpy()
     assert ids.shape == (batch, 7) and attention.shape == (batch, 7, 4)
@@ -190,12 +195,10 @@ def test_large_batches_decode_in_row_slices_with_outputs_in_their_places(batch, 
 
 
 def test_beam_search_in_row_slices_equals_one_loop(bahdanau_translator, dates_data):
-    from tfattn.decoding.search import beam_search
-
     texts = [s for s, _ in dates_data[1][:40]]
     source = source_ids(bahdanau_translator, texts)
-    outs = [beam_search(bahdanau_translator.model, source, beam_width=3, config=DecodeConfig(max_length=14, slices=k))
-            for k in (1, 2)]
+    model, strategy = Stepping(bahdanau_translator.model), BeamSearch(beam_width=3)
+    outs = [fast_decoding.decode(model, source, strategy, DecodeConfig(max_length=14), slices=k) for k in (1, 2)]
     assert outs[0]["ids"].shape[:2] == (40, 3)
     for key in ("ids", "length"):
         np.testing.assert_array_equal(outs[1][key], outs[0][key], err_msg=key)
@@ -206,16 +209,11 @@ def test_beam_search_in_row_slices_equals_one_loop(bahdanau_translator, dates_da
 def test_greedy_in_row_slices_equals_one_loop(dates_translator, dates_data):
     texts = [s for s, _ in dates_data[1][:50]]
     source = source_ids(dates_translator, texts)
-    outs = [make_greedy_fn(dates_translator.model, DecodeConfig(max_length=14, slices=k))(source) for k in (1, 3)]
+    model, config = Stepping(dates_translator.model), DecodeConfig(max_length=14)
+    outs = [fast_decoding.decode(model, source, Greedy(), config, slices=k) for k in (1, 3)]
     for key in ("ids", "length"):
         np.testing.assert_array_equal(outs[1][key], outs[0][key], err_msg=key)
     np.testing.assert_allclose(outs[1]["attention"], outs[0]["attention"], atol=1e-5)
-
-
-@pytest.mark.parametrize("slices", [0, -1, 1.5, True, "2"])
-def test_decode_config_refuses_bad_slices(slices):
-    with pytest.raises(ValueError, match=f"slices must be an int >= 1. Received: slices={slices!r}"):
-        DecodeConfig(slices=slices)
 
 
 @pytest.mark.parametrize("end_after, extra, expected_length", [(3, 10, 3), (9, 0, 6)])
@@ -233,15 +231,10 @@ def test_one_sentence_takes_its_own_loop_and_stops_at_end_or_its_limit(end_after
 def test_one_sentence_loop_gives_the_batch_loops_outputs(bahdanau_translator, dates_data):
     """`greedy` decodes a batch of one by the plain loop; the batch loop (finished sentences leave the
     batch) agrees with it."""
-    from tfattn.accel import decoding as fast_decoding
-    from tfattn.accel.seq2seq import Stepping
-    from tfattn.decoding.loop import dynamic_decode
-    from tfattn.decoding.strategies import Greedy
-
     config = DecodeConfig(max_length=14)
     one = make_greedy_fn(bahdanau_translator.model, config)
     model = Stepping(bahdanau_translator.model)
-    batch_loop = tf.function(lambda source: dynamic_decode(model, source, Greedy(), config, fast_decoding.Compaction))
+    batch_loop = tf.function(lambda source: fast_decoding.compacted_decode(model, source, Greedy(), config))
     for text, _ in dates_data[1][:12]:
         source = source_ids(bahdanau_translator, [text])
         got, expected = one(source), batch_loop(source)

@@ -1,32 +1,148 @@
-"""The decoding loop's fast tier: a loop of its own for one sentence, finished sentences leave the
-batch, row slices, a cheaper greedy choice, a two-pass top-k.
+"""The decoding loop's fast tier: its own loop, where finished sentences leave the batch, row
+slices, a loop of its own for one sentence, a cheaper greedy choice, a two-pass top-k.
 
+`decode` is the fast tier's `tfattn.decoding.loop.dynamic_decode`, with the same outputs:
 - `decode_one` replaces the loop's batch bookkeeping (finished flags, parents, padding after
   `[END]`) for a batch of one sentence, the shape a server answers most: its loop carries only the
-  step, the token and the state, and stops at `[END]`.
-- `output_argmax` replaces masking padding and `[START]` out of every row of logits before the
-  argmax with masking only in the rare step where one of them wins.
-
+  step, the token and the state, and stops at `[END]`. The branch between it and the batch loop
+  costs nothing for the side not taken (`tfattn.accel.branch`).
 - `Compaction` replaces stepping every sentence until the slowest one ends: once a quarter of the
   sentences still decoded are done, the others' rows are gathered into a smaller batch, and each
   step's choices are scattered back to the sentences' places. Each sentence's arithmetic is its
   own, so the outputs are those of the plain loop; the time is that of the unfinished sentences.
 - `in_slices` replaces one loop over a batch with loops over row slices: a decoding loop is a chain
   of small ops, and TensorFlow runs independent chains at the same time, one per core.
-- `top_k` replaces `tf.math.top_k` over a beam's rows of logits with an exact two-pass search:
-  TopK costs about the same per element for any k > 1 on a CPU, while a max costs a tenth.
+- `FastGreedy` masks padding and `[START]` out of the logits only in the rare step where one of
+  them wins the argmax (`output_argmax`); `FastBeamSearch` replaces `tf.math.top_k` over a beam's
+  rows of logits with an exact two-pass search (`top_k`): TopK costs about the same per element for
+  any k > 1 on a CPU, while a max costs a tenth.
 
-`tfattn.decoding.search` uses them with `accel=True`; tests check that every output equals the
-plain loop's.
+`tfattn.decoding.search` calls `decode` when the fast tier is on; tests check that every output
+equals the reference loop's.
 """
 
 import numpy as np
 import tensorflow as tf
 
+from tfattn.accel import branch
 from tfattn.data.text import END_ID, PAD_ID, START_ID
+from tfattn.decoding.loop import beam_rows, length_limits, parent_rows, step_arrays
+from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
 
 MIN_SLICE_ROWS = 16  # a batch is sliced when every slice gets at least this many rows
+ROW_SLICES = 2  # loops run at once on a large batch, one per core of a 2-core CPU; outputs do not depend on it
 TOP_K_BLOCKED = 1024  # from this many columns, `top_k` works by blocks
+
+
+def decode(model, source, strategy, config, slices=ROW_SLICES):
+    """`tfattn.decoding.loop.dynamic_decode(model, source, strategy, config)` by the fast tier.
+
+    Args:
+        model: has `encode(source)` and a `decoder` with `vocab_size` and `step` (a
+            `tfattn.accel.seq2seq.Stepping`, whose `decoder.stepper()` reads the weights once).
+        slices: int. Row slices of a large batch, decoded at once. Defaults to `ROW_SLICES`.
+    """
+    source, strategy = tf.convert_to_tensor(source, tf.int32), fast_strategy(strategy)
+    batch = lambda rows: compacted_decode(model, rows, strategy, config)  # noqa: E731
+    time_axes = _BEAM_TIME_AXES if isinstance(strategy, BeamSearch) else _GREEDY_TIME_AXES
+    return branch.cond(tf.shape(source)[0] == 1, lambda: _one_sentence(model, source, strategy, config),
+                       lambda: in_slices(batch, source, slices, time_axes))
+
+
+_GREEDY_TIME_AXES = {"ids": 1, "attention": 1, "length": None}  # each output's output-time axis
+_BEAM_TIME_AXES = {"ids": 2, "scores": None, "attention": 2, "length": None}
+
+
+def _one_sentence(model, source, strategy, config):
+    """One sentence: a loop of its own for greedy search and sampling, the batch loop for beam search."""
+    if isinstance(strategy, BeamSearch):
+        return compacted_decode(model, source, strategy, config)
+    return decode_one(model, source, strategy.choose, length_limits(source, config), config.max_length,
+                      step_function(model))
+
+
+def step_function(model):
+    """The decoder's step: `decoder.stepper()` (the fast tier's, weights read once) if it has one."""
+    stepper = getattr(model.decoder, "stepper", None)
+    return stepper() if stepper is not None else model.decoder.step
+
+
+class FastGreedy(Greedy):
+    """`Greedy` whose choice masks padding and `[START]` only when one of them wins (`output_argmax`)."""
+
+    def choose(self, t, logits):
+        return output_argmax(logits)
+
+
+class FastBeamSearch(BeamSearch):
+    """`BeamSearch` with the exact two-pass `top_k` over each row's vocabulary."""
+
+    def top_k(self, x, k):
+        return top_k(x, k)
+
+
+def fast_strategy(strategy):
+    """The fast tier's version of a reference strategy, with the same settings (sampling as it is)."""
+    if isinstance(strategy, (Sampling, FastGreedy, FastBeamSearch)):
+        return strategy
+    kind = {Greedy: FastGreedy, BeamSearch: FastBeamSearch}.get(type(strategy))
+    if kind is None:
+        return strategy
+    fast = kind.__new__(kind)
+    fast.__dict__.update(strategy.__dict__)
+    return fast
+
+
+def compacted_decode(model, source, strategy, config):
+    """The reference loop's decoding of a batch, where sentences whose hypotheses have all finished
+    leave the batch (`Compaction`): the same outputs, the dict of `strategy.finalize`."""
+    batch, t_in = tf.shape(source)[0], tf.shape(source)[1]
+    strategy = strategy.with_vocab(model.decoder.vocab_size)
+    memory, state = beam_rows(strategy, model.encode(source))
+    sentences = {"place": tf.range(batch), "limit": length_limits(source, config), "mask": source != 0}
+    compaction = Compaction(batch, strategy.beam, t_in)
+    final, steps = _compacted_loop(step_function(model), strategy, (memory, state), sentences,
+                                   config.max_length, compaction)
+    return strategy.finalize(final, steps, t_in)
+
+
+def _compacted_loop(step, strategy, encoded, sentences, max_length, compaction):
+    """`tfattn.decoding.loop.decode_loop` with `Compaction`: the same search states and choices."""
+    memory, state = encoded
+    tokens = tf.fill([tf.shape(sentences["limit"])[0] * strategy.beam], START_ID)  # (batch * beam,)
+    search = strategy.initialize(tf.shape(sentences["limit"])[0], tf.shape(sentences["mask"])[1])
+
+    def body(t, tokens, state, memory, search, sentences, final, steps):
+        logits, weights, state = step(tokens, state, memory)  # (n * beam, vocab), (n * beam, t_in)
+        search, chosen = strategy.select(t, logits, weights, search, sentences["limit"], sentences["mask"])
+        tokens, parents, _ = chosen  # (n, beam) each
+        placed, final = compaction.record(sentences["place"], chosen, search, final)  # at their places
+        steps = tuple(array.write(t, value) for array, value in zip(steps, placed))
+        if isinstance(strategy.beam, tf.Tensor):  # each hypothesis continues from its parent's state
+            state = tf.nest.map_structure(lambda x: tf.gather(x, parent_rows(parents, strategy.beam)), state)
+        tokens = tf.reshape(tokens, [-1])  # (n * beam,)
+        (search, sentences), (tokens, state, memory) = compaction.drop(
+            tf.reduce_all(search["finished"], axis=1), (search, sentences), (tokens, state, memory))
+        return t + 1, tokens, state, memory, search, sentences, final, steps
+
+    def not_finished(t, tokens, state, memory, search, *_):
+        return tf.logical_not(tf.reduce_all(search["finished"]))
+
+    loop_vars = (tf.constant(0), tokens, state, memory, search, sentences, search, step_arrays())
+    *_, final, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=any_size(loop_vars),
+                                     maximum_iterations=max_length)
+    return final, steps
+
+
+def any_size(loop_vars):
+    """Shape invariants that let every axis vary: the rows change when sentences leave the batch.
+    (A TensorArray is not constrained.)"""
+    def relaxed(value):
+        if isinstance(value, tf.TensorArray):
+            return tf.TensorShape(None)
+        return tf.TensorShape([None] * value.shape.rank)
+
+    return tf.nest.map_structure(relaxed, loop_vars)
 
 
 def output_argmax(logits):

@@ -51,3 +51,8 @@ class Stepping:
 
     def stepper(self):
         return stepper(self.model.decoder, None if self.weights is None else self.weights())
+
+    @property
+    def step(self):
+        """`Decoder.step` for the reference loop (sampling): the fast step, its weights read now."""
+        return self.stepper()

@@ -1,46 +1,39 @@
 """Greedy search, sampling and beam search of a batch, inside or outside `tf.function`.
 
 Each is the one loop of `tfattn.decoding.loop` with a strategy of `tfattn.decoding.strategies`.
-With `accel=True` (the default) the model encodes and steps by the fast tier (`tfattn.accel`), and
-the loop lets finished sentences leave the batch and decodes large batches in row slices
-(`tfattn.accel.decoding`); a batch of one sentence, the shape a server answers most, runs the plain
-loop, the batch machinery skipped at no cost (`tfattn.accel.branch`). The outputs are the same on
-both tiers within float32 rounding.
+With the fast tier (`accel`, by default `tfattn.config`'s switch) the model encodes and steps by
+`tfattn.accel`, and `tfattn.accel.decoding.decode` runs its own loop: finished sentences leave the
+batch, large batches decode in row slices, and one sentence has a loop of its own. The outputs are
+the same on both tiers within float32 rounding.
 """
 
-import tensorflow as tf
-
-from tfattn.accel import branch
 from tfattn.accel import decoding as fast_decoding
 from tfattn.accel import seq2seq as fast
-from tfattn.decoding.loop import DecodeConfig, dynamic_decode, length_limits, stepper_of  # noqa: F401
+from tfattn.config import resolve_accel
+from tfattn.decoding.loop import DecodeConfig, dynamic_decode
 from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
 from tfattn.model import Seq2Seq, ensure_built
 
-_GREEDY_TIME_AXES = {"ids": 1, "attention": 1, "length": None}  # output: its output-time axis
-_BEAM_TIME_AXES = {"ids": 2, "scores": None, "attention": 2, "length": None}
 
-
-def greedy(model, source, config=None, accel=True):
+def greedy(model, source, config=None, accel=None):
     """Greedy decoding of a batch of source ids.
 
     Args:
         model: a `Seq2Seq` model, or anything `tfattn.decoding.loop.dynamic_decode` takes.
         source: int32 `(batch, t_in)`, right-padded with 0, with `[START]`/`[END]` markers.
         config: `DecodeConfig`; defaults to `DecodeConfig()`.
-        accel: bool. The fast tier (`tfattn.accel`); the same outputs within float32 rounding.
-            Defaults to `True`.
+        accel: bool or None. The fast tier (`tfattn.accel`); the same outputs within float32
+            rounding. Defaults to `None`: `tfattn.config.accel_enabled()`.
 
     Returns:
         A dict: `ids` int32 `(batch, t_out)` without `[START]`, `[END]` included, 0 after it;
         `attention` float32 `(batch, t_out, t_in)`, zero rows after `[END]`; `length` int32
         `(batch,)`, the number of output tokens, `[END]` included.
     """
-    strategy = Greedy(argmax=fast_decoding.output_argmax if accel else None)
-    return _decode(model, source, strategy, config or DecodeConfig(), accel, _GREEDY_TIME_AXES)
+    return _decode(model, source, Greedy(), config or DecodeConfig(), accel)
 
 
-def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=True):
+def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=None):
     """Random decoding, for teaching: every token is drawn from the model's distribution.
 
     The logits are divided by `temperature` and, when `top_k > 0`, cut to the `top_k` most likely
@@ -66,11 +59,11 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=T
             while tracing (a tensor fed at run time is checked by the graph instead).
     """
     strategy = Sampling(temperature, top_k, seed)
-    return dynamic_decode(_tier(model, accel), source, strategy, config or DecodeConfig())
+    return dynamic_decode(_tier(model, resolve_accel(accel)), source, strategy, config or DecodeConfig())
 
 
 def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalty=0.0, n_best=None,
-                config=None, accel=True):
+                config=None, accel=None):
     """Beam search of a batch of source ids, with the length and coverage penalties of GNMT.
 
     See `tfattn.decoding.strategies.BeamSearch` for the search and its scores. Tokens and attention
@@ -98,29 +91,17 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
     Reference: Wu et al. 2016, "Google's Neural Machine Translation System", arXiv 1609.08144,
     section 7, eq. 14.
     """
-    strategy = BeamSearch(beam_width, length_penalty, coverage_penalty, n_best,
-                          top_k=fast_decoding.top_k if accel else tf.math.top_k)
-    return _decode(model, source, strategy, config or DecodeConfig(), accel, _BEAM_TIME_AXES)
+    strategy = BeamSearch(beam_width, length_penalty, coverage_penalty, n_best)
+    return _decode(model, source, strategy, config or DecodeConfig(), accel)
 
 
-def _decode(model, source, strategy, config, accel, time_axes):
-    """`dynamic_decode` of the reference tier, or of the fast tier: one sentence by a loop of its own
-    (greedy) or the plain loop (beam search), a batch with `Compaction` in row slices."""
-    model, source = _tier(model, accel), tf.convert_to_tensor(source, tf.int32)
+def _decode(model, source, strategy, config, accel):
+    """`dynamic_decode` of the reference tier, or `tfattn.accel.decoding.decode` of the fast tier."""
+    accel = resolve_accel(accel)
+    model = _tier(model, accel)
     if not accel:
         return dynamic_decode(model, source, strategy, config)
-    batch = lambda rows: dynamic_decode(model, rows, strategy, config, fast_decoding.Compaction)  # noqa: E731
-    return branch.cond(tf.shape(source)[0] == 1, lambda: _one_sentence(model, source, strategy, config),
-                       lambda: fast_decoding.in_slices(batch, source, config.slices, time_axes))
-
-
-def _one_sentence(model, source, strategy, config):
-    """The fast tier's decoding of one sentence: a loop of its own for greedy search, the plain loop
-    for beam search."""
-    if not isinstance(strategy, Greedy):
-        return dynamic_decode(model, source, strategy, config)
-    return fast_decoding.decode_one(model, source, strategy.choose, length_limits(source, config),
-                                    config.max_length, stepper_of(model))
+    return fast_decoding.decode(model, source, strategy, config)
 
 
 def _tier(model, accel):
@@ -129,4 +110,3 @@ def _tier(model, accel):
         return model
     ensure_built(model)  # a model never called has no weights yet
     return fast.Stepping(model) if accel else model
-

@@ -10,6 +10,8 @@ questions for the loop:
 Every tensor of a strategy's state and choices is sentence first: `(batch, beam, ...)`.
 """
 
+import copy
+
 import numpy as np
 import tensorflow as tf
 
@@ -25,17 +27,9 @@ class Greedy:
 
     Padding and `[START]` are never output; at a sentence's length limit the token is `[END]`; a
     finished sentence goes on emitting padding with zero attention until the whole batch is done.
-
-    Args:
-        argmax: optional function `logits (rows, vocab) -> (rows,)` int32 that gives the same tokens
-            as masking padding and `[START]` and taking the argmax (the fast tier passes a cheaper
-            one). Defaults to `None`: mask, then argmax.
     """
 
     beam = 1
-
-    def __init__(self, argmax=None):
-        self.argmax = argmax
 
     def with_vocab(self, vocab):
         """The strategy with its settings clamped to a vocabulary of `vocab` tokens (see `BeamSearch`)."""
@@ -43,8 +37,6 @@ class Greedy:
 
     def choose(self, t, logits):
         """The next token of each row `(rows,)` int32 from float32 `logits (rows, vocab)` at step `t`."""
-        if self.argmax is not None:
-            return self.argmax(logits)
         return tf.argmax(only_outputs(logits), axis=-1, output_type=tf.int32)
 
     def initialize(self, batch, t_in):
@@ -109,20 +101,22 @@ class BeamSearch:
 
     Args:
         beam_width, length_penalty, coverage_penalty, n_best: as `tfattn.decoding.beam_search` takes them.
-        top_k: the `tf.math.top_k` to use over each row's vocabulary (the fast tier passes an exact
-            two-pass one). Defaults to `tf.math.top_k`.
 
     Reference: Wu et al. 2016, arXiv 1609.08144, section 7, eq. 14.
     """
 
-    def __init__(self, beam_width=4, length_penalty=0.6, coverage_penalty=0.0, n_best=None, top_k=tf.math.top_k):
-        self.beam_width, self.n_best, self.top_k = beam_width, n_best, top_k
+    def __init__(self, beam_width=4, length_penalty=0.6, coverage_penalty=0.0, n_best=None):
+        self.beam_width, self.n_best = beam_width, n_best
         self.alpha, self.beta = _penalty(length_penalty), _penalty(coverage_penalty)
+
+    def top_k(self, x, k):
+        """`tf.math.top_k` over each row of `x (rows, vocab)`: the `k` largest values and their ids."""
+        return tf.math.top_k(x, k=k)
 
     def with_vocab(self, vocab):
         """The strategy with its beam clamped to `[1, min(vocab, 64)]` and `n_best` to `[1, beam]`."""
-        clamped = BeamSearch(top_k=self.top_k)
-        clamped.alpha, clamped.beta, clamped.vocab = self.alpha, self.beta, vocab
+        clamped = copy.copy(self)
+        clamped.vocab = vocab
         clamped.beam = tf.clip_by_value(tf.cast(self.beam_width, tf.int32), 1, tf.minimum(vocab, MAX_BEAM_WIDTH))
         n_best = clamped.beam if self.n_best is None else tf.cast(self.n_best, tf.int32)
         clamped.n_best = tf.clip_by_value(n_best, 1, clamped.beam)

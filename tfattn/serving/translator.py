@@ -46,6 +46,7 @@ from google.protobuf import message
 from tfattn import files
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import seq2seq as fast
+from tfattn.config import resolve_accel
 from tfattn.decoding.search import DecodeConfig, beam_search, greedy
 from tfattn.model import ensure_built
 from tfattn.data.text import Tokenizer
@@ -68,8 +69,8 @@ class Translator(tf.Module):
         decode_config: `DecodeConfig` for output length limits; defaults to `DecodeConfig()` with
             the target tokenizer's `max_length`.
         config: optional JSON-serializable dict saved with the export (`tfattn_config.json`).
-        accel: bool. Decode by the fast tier (`tfattn.accel`); the translations are the same within
-            float32 rounding. Defaults to `True`.
+        accel: bool or None. Decode by the fast tier (`tfattn.accel`); the translations are the same
+            within float32 rounding. Defaults to `None`: `tfattn.config.accel_enabled()`.
         stored_weights: bool. With `accel`, keep a copy of what the decoder's step reads, made ahead
             (`tfattn.accel.decoder.decoding_weights` with token tables: what the previous token adds
             to a step is looked up, not computed). The translator then holds these and the
@@ -91,7 +92,7 @@ class Translator(tf.Module):
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer, decode_config=None, config=None,
-                 accel=True, stored_weights=False, replace_unknown=False):
+                 accel=None, stored_weights=False, replace_unknown=False):
         super().__init__(name="translator")
         # The model's tf.Variables are tracked themselves, not the Keras objects around them, so that
         # the SavedModel also restores in session-based loaders (TF Serving, `saved_model_cli run`).
@@ -100,7 +101,7 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.decode_config = decode_config or DecodeConfig(max_length=target_tokenizer.max_length)
         self.config = dict(config or {})
-        self.accel = accel
+        self.accel = accel = resolve_accel(accel)
         self.replace_unknown = bool(replace_unknown)
         self.decoding_weights = {}
         variables = model.variables
@@ -109,7 +110,7 @@ class Translator(tf.Module):
             self.decoding_weights = {k: tf.Variable(v, trainable=False, name=k) for k, v in weights.items()
                                      if v is not None}
             object.__setattr__(self, "absent_weights", tuple(k for k, v in weights.items() if v is None))
-            variables = model.encoder.variables + model.decoder.attention.variables  # what else is read
+            variables = model.encoder.variables + model.decoder.attention_layer.variables  # what else is read
         self.model_variables = [v.value for v in variables]
 
     @tf.function(input_signature=[TEXT])

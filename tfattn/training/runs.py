@@ -94,6 +94,7 @@ class RunConfig:
 # Fields that earlier versions wrote into config.json and that no longer exist, so that their runs
 # still resume and their exports still load: {section: {field, ...}}.
 _RETIRED = {"data": {"bucket_width"},  # length bins, replaced by sorted pools (`pool_batches`)
+            "decode": {"slices"},  # the fast tier's row slices, now its own (`tfattn.accel.decoding`)
             "model": {"projection_dtype"}}  # bfloat16 output layers in training, removed
 
 
@@ -363,7 +364,7 @@ def _finish(run, config, trainer, tokenizers, echo):
     return summary
 
 
-def export_run(run_dir, out, checkpoint="best", accel=True, echo=print, replace_unknown=False):
+def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_unknown=False):
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
     The newest checkpoint in `best/` (or, for `"latest"`, in `checkpoints/` or `best/`) that reads

@@ -5,9 +5,9 @@
     decoder labels = target[:, 1:]    (y1 y2 y3 [END] 0 0)         0 = padding, left out of the loss
 
 With `accel=False` the step is the reference tier: the model's own `call`, `tfattn.model.masked_loss`
-and autodiff. With `accel=True` (the default) the forward pass and the loss are those of
-`tfattn.accel` (written-out loops and gradients); the losses and gradients are the same within
-float32 rounding (a test trains 20 steps both ways).
+and autodiff. With `accel=True` the forward pass and the loss are those of `tfattn.accel` (written-out
+loops and gradients); the losses and gradients are the same within float32 rounding (a test trains
+20 steps both ways). `accel=None`, the default, follows `tfattn.config`'s switch.
 """
 
 import keras
@@ -16,6 +16,7 @@ import tensorflow as tf
 from tfattn.accel import losses as fast_losses
 from tfattn.accel import seq2seq as fast
 from tfattn.accel.optimizer import FusedAdam
+from tfattn.config import resolve_accel
 from tfattn.model import ensure_built, masked_accuracy, masked_loss
 
 BATCH_SIGNATURE = (
@@ -24,14 +25,14 @@ BATCH_SIGNATURE = (
 )
 
 
-def make_optimizer(config, accel=True):
+def make_optimizer(config, accel=None):
     """Adam with `config.learning_rate` (a cosine decay over `config.decay_steps` if set; under
     `decay_to_budget` the trainer sets the rate at each step): Keras's own, or with `accel`,
     `FusedAdam` (the same update in one TensorFlow kernel per variable)."""
     rate = config.learning_rate
     if config.decay_steps and not config.decay_to_budget:
         rate = keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=0.01)
-    return FusedAdam(learning_rate=rate) if accel else keras.optimizers.Adam(learning_rate=rate)
+    return FusedAdam(learning_rate=rate) if resolve_accel(accel) else keras.optimizers.Adam(learning_rate=rate)
 
 
 def build(model, optimizer=None):
@@ -41,25 +42,27 @@ def build(model, optimizer=None):
         optimizer.build(model.trainable_variables)
 
 
-def forward_and_loss(model, source, target, training, accel=True):
+def forward_and_loss(model, source, target, training, accel=None):
     """Teacher-forced logits `(batch, t_out, vocab)` and the masked loss of one batch."""
     target_in, target_out = target[:, :-1], target[:, 1:]  # (batch, t_out) each
-    if accel:
+    if resolve_accel(accel):
         logits, _ = fast.forward(model, source, target_in, training=training)
         return logits, fast_losses.masked_loss(target_out, logits)
     logits, _ = model((source, target_in), training=training)
     return logits, masked_loss(target_out, logits)
 
 
-def make_train_step(model, optimizer, clip_norm=5.0, accel=True):
+def make_train_step(model, optimizer, clip_norm=5.0, accel=None):
     """Returns `train_step(source, target) -> {"loss", "accuracy", "tokens", "grad_norm"}`.
 
     Args:
         model: a `Seq2Seq` model.
         optimizer: a Keras optimizer.
         clip_norm: float. Gradients are clipped to this global norm.
-        accel: bool. Run the fast tier (`tfattn.accel`) rather than the reference. Defaults to `True`.
+        accel: bool or None. Run the fast tier (`tfattn.accel`) rather than the reference.
+            Defaults to `None`: `tfattn.config.accel_enabled()` when the step is made.
     """
+    accel = resolve_accel(accel)
     build(model, optimizer)
     variables = model.trainable_variables
 
@@ -78,8 +81,9 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=True):
     return train_step
 
 
-def make_eval_step(model, accel=True):
+def make_eval_step(model, accel=None):
     """Returns `eval_step(source, target) -> {"loss", "accuracy", "tokens"}` (teacher-forced, no update)."""
+    accel = resolve_accel(accel)
     build(model)
 
     @tf.function(input_signature=BATCH_SIGNATURE)

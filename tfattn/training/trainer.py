@@ -9,6 +9,7 @@ import time
 import keras
 import tensorflow as tf
 
+from tfattn.config import resolve_accel
 from tfattn.model import ensure_built
 from tfattn.training.step import make_eval_step, make_optimizer, make_train_step  # noqa: F401 (public here too)
 
@@ -29,7 +30,8 @@ class TrainConfig:
         steps_per_epoch: batches per epoch (None: the whole dataset).
         seed: random seed for weights and dropout.
         accel: run the fast tier (`tfattn.accel`): written-out loops and gradients, fused Adam. With
-            `False`, the reference tier (the layers' own calls, autodiff, Keras's Adam).
+            `False`, the reference tier (the layers' own calls, autodiff, Keras's Adam). `None`
+            follows `tfattn.config`'s switch; a `Trainer` sets it to what that was when it started.
         log_every: steps between reads of loss and accuracy back from the device for the progress
             line (the sums are kept on the device; each read waits for the steps before it).
     """
@@ -42,7 +44,7 @@ class TrainConfig:
     time_budget: float | None = None
     steps_per_epoch: int | None = None
     seed: int = 0
-    accel: bool = True
+    accel: bool | None = None
     log_every: int = 20
 
     def __post_init__(self):
@@ -132,7 +134,8 @@ class Trainer:
 
     def __init__(self, model, config=None, quiet=False):
         self.model = model
-        self.config = config or TrainConfig()
+        config = config or TrainConfig()
+        self.config = dataclasses.replace(config, accel=resolve_accel(config.accel))  # fixed for the run
         keras.utils.set_random_seed(self.config.seed)
         self.optimizer = make_optimizer(self.config, self.config.accel)
         self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm, self.config.accel)
