@@ -1,12 +1,15 @@
 """The public names of the package."""
 
 import importlib
+import os
+import subprocess
+import sys
 
 import tfattn
 
 
 def test_every_public_name_resolves_to_what_its_module_defines():
-    for name in tfattn.__all__:
+    for name in set(tfattn.__all__) - {"config"}:
         module = importlib.import_module(f"tfattn.{tfattn._EXPORTS[name]}")
         assert getattr(tfattn, name) is getattr(module, name), name
 
@@ -15,3 +18,51 @@ def test_export_stays_the_function_after_its_module_is_imported():
     import tfattn.serving.translator  # noqa: F401  (a submodule named like a public function would shadow it)
 
     assert tfattn.export is tfattn.serving.translator.export and callable(tfattn.export)
+
+
+def run_python(code, cwd, argv0=None):
+    """Runs `code` in a fresh Python process (as the script `argv0` if given); returns its stdout."""
+    args = [sys.executable, "-c", code] if argv0 is None else [sys.executable, argv0]
+    if argv0 is not None:
+        (cwd / argv0).write_text(code)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(args, capture_output=True, text=True, timeout=180, cwd=cwd, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.split()
+
+
+def test_import_tfattn_makes_every_layer_loadable_in_a_fresh_process(tmp_path):
+    # One process saves a functional model holding the layers; another imports only tfattn and loads it.
+    save = """
+import keras, numpy as np
+from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.decoder import Decoder
+from tfattn.layers.encoder import Encoder
+source, target = keras.Input((None,), dtype="int32"), keras.Input((None,), dtype="int32")
+outputs, state, mask = Encoder(20, 4, 6)(source)
+logits, attention = Decoder(22, 4, 6, attention="luong", attention_layer=LuongAttention("concat"))(target, outputs, state, mask)
+context, weights = BahdanauAttention(5)(outputs, outputs)
+model = keras.Model([source, target], [logits, weights])
+model.save("m.keras")
+ids = np.array([[3, 4, 5, 0]]), np.array([[1, 6, 7]])
+np.save("expected.npy", keras.ops.convert_to_numpy(model(ids)[0]))
+"""
+    load = """
+import keras, numpy as np
+import tfattn
+model = keras.saving.load_model("m.keras")
+got = keras.ops.convert_to_numpy(model([np.array([[3, 4, 5, 0]]), np.array([[1, 6, 7]])])[0])
+print(float(np.abs(got - np.load("expected.npy")).max()), type(model.layers[2]).__name__)
+"""
+    run_python(save, tmp_path)
+    difference, name = run_python(load, tmp_path)
+    assert float(difference) < 1e-6 and name in ("Encoder", "Decoder", "BahdanauAttention")
+
+
+def test_the_tfattn_command_parses_without_loading_tensorflow(tmp_path):
+    # As the console script `bin/tfattn` runs: argv[0] is named tfattn.
+    code = ("import sys; from tfattn.cli import build_parser; "
+            "a = build_parser().parse_args(['train', '--out', 'r', '--time-budget', '15m']); "
+            "print(a.time_budget, 'tensorflow' in sys.modules, 'keras' in sys.modules)")
+    assert run_python(code, tmp_path, argv0="tfattn") == ["900.0", "False", "False"]
+    assert run_python("import sys, tfattn; print('keras' in sys.modules)", tmp_path) == ["True"]

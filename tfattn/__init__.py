@@ -1,18 +1,25 @@
 """tfattn: attention-based sequence-to-sequence translation with Keras 3 and TensorFlow.
 
-Layers (reusable in any Keras model): `BahdanauAttention`, `LuongAttention`, `Encoder`, `Decoder`.
+Layers (reusable in any Keras model): `BahdanauAttention`, `LuongAttention`, `Encoder`, `Decoder`,
+`AttentionCell` (attention around any Keras RNN cell, for `keras.layers.RNN`).
 Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, target_vocab_size)`.
 Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`.
 Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`.
 
-Names are imported on first use, so `import tfattn.data.dates` or `tfattn --help` does not load TensorFlow.
+`import tfattn` registers every layer with Keras, so `keras.saving.load_model` reads a `.keras` file
+that holds them. The `tfattn` command is the exception: it imports TensorFlow only for the commands
+that need it, so `tfattn --help` starts at once. Other names are imported on first use. The tier
+switch is `tfattn.config` (`set_accel`, `accel_enabled`, `accel_scope`).
 """
 
 import importlib
+import os
+import sys
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AttentionCell": "layers.cell",
     "BahdanauAttention": "layers.attention",
     "LuongAttention": "layers.attention",
     "ScoredAttention": "layers.attention",
@@ -39,7 +46,17 @@ _EXPORTS = {
     "make_train_step": "training.trainer",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS) + ["config"]
+
+
+def _started_as_the_command():
+    """Whether this process is the `tfattn` console script (`bin/tfattn`), which imports lazily."""
+    return os.path.basename(sys.argv[0] if sys.argv else "") == "tfattn"
+
+
+if not _started_as_the_command():
+    from tfattn import layers as _layers  # noqa: E402,F401 (registers the layers with Keras)
+from tfattn import config  # noqa: E402  (the tier switch; imports nothing heavy)
 
 
 def __getattr__(name):

@@ -185,14 +185,9 @@ def test_padding_gets_exactly_zero_weight_and_rows_sum_to_one(variant, dtype):
 
 # Symbolic shapes: `Input((t_in,), batch_size=2)` has every size known; `Input((None,))` leaves the batch
 # and the sentence length unknown until called.
-DYNAMIC_ON_JAX = pytest.mark.xfail(
-    BACKEND == "jax", strict=True, raises=Exception,
-    reason="tfattn/layers/checks.py static_shape() calls int() on each size of a symbolic input; "
-           "Keras on JAX traces unknown sizes as jax.export symbolic dimensions, and int() of one raises "
-           "InconclusiveDimensionOperation")
 
 
-@pytest.mark.parametrize("sizes", ["static", pytest.param("dynamic", marks=DYNAMIC_ON_JAX)])
+@pytest.mark.parametrize("sizes", ["static", "dynamic"])
 @pytest.mark.parametrize("variant", ["bahdanau", "general"])
 def test_value_mask_is_taken_from_the_keras_mask_in_a_functional_model(variant, sizes):
     # Input -> Embedding(mask_zero=True) -> attention, no mask passed: id 0 is padding.

@@ -27,7 +27,7 @@ def static_shape(x):
     shape = getattr(x, "shape", None)
     if shape is None:
         raise ValueError(f"expected a tensor. Received: {x!r}")
-    return tuple(None if d is None else int(d) for d in shape)
+    return tuple(d if isinstance(d, int) else None for d in shape)  # a symbolic size counts as unknown
 
 
 class ShapeChecker:

@@ -91,13 +91,13 @@ class Decoder(keras.layers.Layer):
         dtype = self.dtype_policy  # sub-layers compute in the decoder's dtype (e.g. "float16")
         self.attention_layer = attention_layer or (
             BahdanauAttention(self.units, dtype=dtype) if attention == "bahdanau" else LuongAttention(dtype=dtype))
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding", dtype=dtype)
+        self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding", dtype=dtype)
         self.rnn_layer = make_rnn(rnn, self.units, name=rnn, dtype=dtype)  # its cell is the step's RNN
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
         # Bahdanau: t_i = tanh(W [s_i; c_i; E y_{i-1}] + b).  Luong: h~_t = tanh(W_c [c_t; h_t]).
         self.hidden_dense = keras.layers.Dense(self.units, activation="tanh", use_bias=attention == "bahdanau",
                                                name="hidden_dense", dtype=dtype)
-        self.logits_dense = keras.layers.Dense(vocab_size, name="logits_dense", dtype=dtype)
+        self.logits_dense = keras.layers.Dense(self.vocab_size, name="logits_dense", dtype=dtype)
         self.supports_masking = True
 
     @property

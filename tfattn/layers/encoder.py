@@ -78,9 +78,9 @@ class Encoder(keras.layers.Layer):
         self.dropout = rate("dropout", dropout)
         self.supports_masking = True
         # Sub-layers compute in the encoder's dtype (e.g. "float16").
-        self.embedding = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding", dtype=self.dtype_policy)
+        self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding", dtype=self.dtype_policy)
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-        size = units // 2 if bidirectional else units
+        size = self.units // 2 if bidirectional else self.units
         self.rnn_layers = [self._make_layer(size, i) for i in range(num_layers)]
 
     def _make_layer(self, size, i):
