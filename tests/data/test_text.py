@@ -273,21 +273,26 @@ def test_empty_batch(either):
 
 
 @pytest.mark.parametrize(
-    "text, expected",
+    "text, word_tokens, char_tokens",
     [
-        ("😀 ok", ["😀", "ok"]),
-        ("👩\u200d💻 ok", ["👩", "💻", "ok"]),  # the zero-width joiner is dropped
-        ("שלום, עולם!", ["שלום", ",", "עולם", "!"]),
-        ("a\u202eb", ["ab"]),  # bidi override (a format character) is dropped
-        ("a\x00b\x07c\x1bd", ["a", "b", "c", "d"]),  # control characters become spaces
-        ("a\tb\nc\r\nd", ["a", "b", "c", "d"]),
+        ("😀 ok", ["😀", "ok"], ["😀", " ", "o", "k"]),
+        # The zero-width joiner is dropped.
+        ("👩\u200d💻 ok", ["👩", "💻", "ok"], ["👩", "💻", " ", "o", "k"]),
+        ("שלום, עולם!", ["שלום", ",", "עולם", "!"], ["ש", "ל", "ו", "ם", ",", " ", "ע", "ו", "ל", "ם", "!"]),
+        ("a\u202eb", ["ab"], ["a", "b"]),  # bidi override (a format character) is dropped
+        ("a\x00b\x07c\x1bd", ["a", "b", "c", "d"], ["a", " ", "b", " ", "c", " ", "d"]),  # controls become spaces
+        ("a\tb\nc\r\nd", ["a", "b", "c", "d"], ["a", " ", "b", " ", "c", " ", "d"]),  # "\r\n" is one space
     ],
 )
-def test_emoji_right_to_left_and_control_characters(either, text, expected):
-    out = either([text]).numpy()
-    assert out[0, 0] == START_ID and out[0, -1] == END_ID
-    if either.level == "word":
-        assert tokens(either, text) == expected
+def test_emoji_right_to_left_and_control_characters(either, text, word_tokens, char_tokens):
+    expected = word_tokens if either.level == "word" else char_tokens
+    assert tokens(either, text) == expected
+    # Ids: each token's place in the vocabulary adapted on ROUND_TRIP, [UNK] for a token not in it.
+    vocabulary = either.vocabulary
+    assert ids(either, [text]) == [[START_ID] + [vocabulary.index(t) if t in vocabulary else UNK_ID
+                                                 for t in expected] + [END_ID]]
+    if either.level == "char":  # none of ROUND_TRIP's sentences holds these characters
+        assert {"b", "👩", "💻"}.isdisjoint(vocabulary) and {"a", "c", "d", "k", "😀", "ש", " "} <= set(vocabulary)
 
 
 # --- tf.function, config, validation -----------------------------------------------------------
