@@ -61,14 +61,21 @@ def test_attention_crops_to_common_size(shape, expected):
 def test_attention_accepts_tensor_like():
     fig = plot.plot_attention(FakeEagerTensor([[0.25, 0.75]]), FakeEagerTensor([b"a", b"b"]),
                               ["x"])
-    assert _heatmap_axes(fig).images[0].get_array().shape == (1, 2)
+    ax = _heatmap_axes(fig)
+    np.testing.assert_array_equal(ax.images[0].get_array(), [[0.25, 0.75]])
+    assert _labels(ax.get_xticklabels()) == ["a", "b"] and _labels(ax.get_yticklabels()) == ["x"]
 
 
 def test_attention_draws_in_given_ax():
     fig = Figure()
     ax = fig.add_subplot()
-    assert plot.plot_attention(np.eye(2), ["a", "b"], ["x", "y"], ax=ax) is fig
-    assert ax.images[0].get_array().shape == (2, 2)
+    weights = np.array([[0.9, 0.1], [0.3, 0.7]])
+    assert plot.plot_attention(weights, ["a", "b"], ["x", "y"], ax=ax) is fig
+    assert len(ax.images) == 1 and _heatmap_axes(fig) is ax  # drawn in the given axes, not new ones
+    np.testing.assert_array_equal(ax.images[0].get_array(), weights)  # rows: outputs, columns: sources
+    assert _labels(ax.get_xticklabels()) == ["a", "b"] and _labels(ax.get_yticklabels()) == ["x", "y"]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("source", "output")
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "attention weight"  # and its colorbar
 
 
 @pytest.mark.parametrize("shape", [(3,), (1, 2, 2)])
@@ -99,7 +106,12 @@ def test_history(history, n_loss, n_acc):
 def test_history_in_given_axes():
     fig = Figure()
     axes = fig.subplots(1, 2)
-    assert plot.plot_history({"loss": [1.0, 0.5]}, ax=axes) is fig
+    assert plot.plot_history({"loss": [1.0, 0.5], "val_accuracy": [0.25, 0.75]}, ax=axes) is fig
+    loss_ax, acc_ax = axes
+    assert list(loss_ax.lines[0].get_xdata()) == [1, 2] and list(loss_ax.lines[0].get_ydata()) == [1.0, 0.5]
+    assert list(acc_ax.lines[0].get_ydata()) == [0.25, 0.75] and acc_ax.lines[0].get_linestyle() == "--"
+    assert (loss_ax.get_xlabel(), loss_ax.get_ylabel(), acc_ax.get_ylabel()) == ("epoch", "loss", "accuracy")
+    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["loss"]
 
 
 @pytest.mark.parametrize("history", [{}, {"loss": []}, {"learning_rate": [0.1]}])
