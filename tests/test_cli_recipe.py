@@ -1,0 +1,102 @@
+"""The command line's promises beyond parsing: `tfattn train`'s default recipe, read back from a run's
+files, and beam search through `tfattn translate --beam` and `tfattn evaluate --beam`."""
+
+import json
+import math
+import string
+
+import pytest
+
+from conftest import run_main
+from processes import write_anki
+
+
+def distinct_words(n, prefix):
+    """`n` different lowercase words: prefix + three letters."""
+    letters = string.ascii_lowercase
+    return [prefix + letters[i // 676] + letters[i // 26 % 26] + letters[i % 26] for i in range(n)]
+
+
+def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, monkeypatch):
+    """Bahdanau, dropout 0.2, 5,000-word vocabularies, learning rate 2e-3 on a cosine over the time budget."""
+    from tfattn.training import runs, trainer
+
+    # 600 lines of 10 new words a side: 6,000 words each, more than the vocabulary takes.
+    source, target = distinct_words(6000, "s"), distinct_words(6000, "t")
+    lines = [f"{' '.join(target[10 * i:10 * i + 10])}\t{' '.join(source[10 * i:10 * i + 10])}\n" for i in range(600)]
+    (tmp_path / "c.txt").write_text("".join(lines), encoding="utf-8")
+    rates = []  # (seconds into training, learning rate) at each step
+
+    def recorded(config, elapsed, step=0):
+        rate = real_rate(config, elapsed, step)
+        rates.append((elapsed, rate))
+        return rate
+
+    real_rate = trainer.budget_learning_rate
+    monkeypatch.setattr(trainer, "budget_learning_rate", recorded)
+    monkeypatch.setattr(runs, "export", lambda translator, path: path)  # what is checked is written before it
+    run = tmp_path / "run"
+    status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "c.txt"), "--out", str(run),
+                              "--epochs", "1", "--time-budget", "10m", "--quiet")
+    assert status == 0, err
+
+    config = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    assert config["model"]["attention"] == "bahdanau"
+    assert config["model"]["dropout"] == 0.2
+    assert config["source_tokenizer"]["max_tokens"] == config["target_tokenizer"]["max_tokens"] == 5000
+    assert config["source_tokenizer"]["level"] == "word"
+    train = config["train"]
+    assert train["learning_rate"] == 2e-3
+    assert (train["time_budget"], train["decay_to_budget"], train["decay_steps"]) == (600.0, True, None)
+    # 576 training pairs (12 lines each go to test and validation) hold 5,760 words a side: the
+    # vocabularies stop at 5,000 ids, the 4 reserved ones included.
+    tokenizers = json.loads((run / "tokenizers.json").read_text(encoding="utf-8"))
+    assert len(tokenizers["source"]["vocabulary"]) == len(tokenizers["target"]["vocabulary"]) == 5000 - 4
+    # Each of the 9 steps of 64 trained at the cosine's rate for its time: 2e-3 * (0.01 + 0.99 *
+    # (1 + cos(pi * t / 600)) / 2), which is still about 2e-3 this early in a 10-minute budget.
+    assert len(rates) == 576 // 64
+    for elapsed, rate in rates:
+        assert rate == pytest.approx(2e-3 * (0.01 + 0.99 * (1 + math.cos(math.pi * elapsed / 600)) / 2), rel=1e-9)
+        assert 0 <= elapsed < 600 and rate > 1.9e-3
+
+
+# -- beam search through translate and evaluate ----------------------------------------------------
+
+def greedy_and_beam(translator, texts):
+    """The in-memory translator's greedy and beam-4 texts (length penalty 0.6, as the CLI asks)."""
+    greedy = [t.decode("utf-8") for t in translator(texts)["text"]]
+    beam = [t.decode("utf-8") for t in translator.beam(texts, beam_width=4, length_penalty=0.6)["text"]]
+    assert greedy != beam, "beam 4 gives what greedy gives here: the test could not tell them apart"
+    return greedy, beam
+
+
+def test_translate_with_beam_4_gives_the_translators_beam_search(dates_translator, exported_dates, dates_data,
+                                                                 capsys):
+    texts = [s for s, _ in dates_data[1]]
+    assert texts
+    greedy, beam = greedy_and_beam(dates_translator, texts)  # the translator `exported_dates` holds
+    status, out, err = run_main(capsys, "translate", "--model", exported_dates, "--beam", "4", *texts)
+    assert status == 0, err
+    assert out.splitlines() == beam
+
+
+def test_evaluate_with_beam_4_scores_the_beam_translations(dates_translator, exported_dates, tmp_path, capsys):
+    from sacrebleu.metrics import BLEU, CHRF
+
+    pairs = write_anki(tmp_path / "d.txt", 10_000)  # (written date, ISO) on line i
+    test = pairs[::50]  # the test split of a single file: lines i % 50 == 0
+    sources, references = [s for s, _ in test], [t for _, t in test]
+    greedy, beam = greedy_and_beam(dates_translator, sources)
+    status, out, err = run_main(capsys, "evaluate", "--model", exported_dates, "--corpus", str(tmp_path / "d.txt"),
+                                "--split", "test", "--beam", "4", "--output", str(tmp_path / "e.json"))
+    assert status == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result == json.loads((tmp_path / "e.json").read_text(encoding="utf-8"))
+    assert (result["beam"], result["n"], result["split"]) == (4, 200, "test")
+    expected = {"bleu": BLEU(lowercase=True).corpus_score(beam, [references]).score,
+                "chrf": CHRF(lowercase=True).corpus_score(beam, [references]).score}
+    assert (result["bleu"], result["chrf"]) == (round(expected["bleu"], 2), round(expected["chrf"], 2))
+    # The greedy translations score otherwise: the scores above are the beam's.
+    greedy_scores = (BLEU(lowercase=True).corpus_score(greedy, [references]).score,
+                     CHRF(lowercase=True).corpus_score(greedy, [references]).score)
+    assert tuple(round(s, 2) for s in greedy_scores) != (result["bleu"], result["chrf"])
