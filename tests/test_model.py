@@ -39,7 +39,7 @@ STATE = {name: _rng.normal(size=(2, UNITS)).astype("float32") for name in ("h", 
 
 def call_attention(layer):
     key = VALUE if layer.get_config().get("score") == "dot" else KEY
-    return layer(QUERY, VALUE, key=key, mask=MASK)
+    return layer(QUERY, VALUE, key=key, value_mask=MASK)
 
 
 def call_encoder(layer):

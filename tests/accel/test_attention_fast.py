@@ -31,7 +31,7 @@ def inputs(t_q, seed=0):
 
 def built(make, query, value):
     layer = make()
-    layer(query, value, mask=MASK)
+    layer(query, value, value_mask=MASK)
     if isinstance(layer, BahdanauAttention) and layer.normalize:
         layer.b.assign([0.3, -0.2, 0.1])  # a bias that is not zero
     if isinstance(layer, LuongAttention) and layer.scale:
@@ -50,7 +50,7 @@ def results(attend, layer, query, value):
 
 
 def reference(layer, query, value):
-    return layer(query, value, mask=MASK)
+    return layer(query, value, value_mask=MASK)
 
 
 def fast(layer, query, value):

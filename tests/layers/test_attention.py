@@ -6,12 +6,12 @@ hidden size units 4.
 """
 
 import math
-import operator
 
 import keras
 import numpy as np
 import pytest
 
+from attention_oracles import np_attention, np_scores, set_weights
 from tfattn.layers.attention import SCORES, BahdanauAttention, LuongAttention
 
 BATCH, T_IN, DQ, DK, DV, UNITS = 2, 4, 3, 2, 5, 4
@@ -83,49 +83,7 @@ def fixed_weights(variant, scale):
     return weights
 
 
-def set_weights(layer, weights):
-    """Assigns `weights` (attribute path -> array), checking each shape and that no weight is left out."""
-    for path, value in weights.items():
-        variable = operator.attrgetter(path)(layer)
-        assert tuple(variable.shape) == value.shape, path
-        variable.assign(value)
-    assert len(layer.weights) == len(weights)
-
-
 # -- the NumPy reference ----------------------------------------------------------------------------
-
-
-def np_scores(variant, weights, query, key):
-    """Scores `(batch, t_q, t_in)` in float64, written from the papers' equations."""
-    q, k = query.astype("float64"), key.astype("float64")
-    w = {name: value.astype("float64") for name, value in weights.items()}
-    if variant.startswith("bahdanau"):  # v^T tanh(W1 q + W2 k), or (g v/||v||)^T tanh(W1 q + W2 k + b)
-        v, b = w["v"], w.get("b", 0.0)
-        if "g" in w:
-            v = w["g"] * v / np.linalg.norm(v)
-        hidden = (q @ w["query_dense.kernel"])[:, :, None, :] + (k @ w["key_dense.kernel"])[:, None, :, :] + b
-        scores = np.tanh(hidden) @ v
-    elif variant == "concat":  # concat: v^T tanh(W_q q + W_k k)
-        hidden = (q @ w["w_query"])[:, :, None, :] + (k @ w["w_key"])[:, None, :, :]
-        scores = np.tanh(hidden) @ w["v"]
-    elif variant == "general":  # general: q . (k w), w (dk, dq)
-        scores = q @ (k @ w["w"]).transpose(0, 2, 1)
-    elif variant.startswith("location"):  # location: W q, one score per position, -inf past max_length
-        by_position = q @ w["w"]  # (batch, t_q, max_length)
-        t_in, max_length = k.shape[1], by_position.shape[-1]
-        scores = np.full(q.shape[:2] + (t_in,), -np.inf)
-        scores[..., : min(t_in, max_length)] = by_position[..., :t_in]
-    else:  # dot
-        scores = q @ k.transpose(0, 2, 1)
-    return scores * w.get("gain", 1.0)
-
-
-def np_attention(scores, value, mask=None):
-    if mask is not None:
-        scores = np.where(mask[:, None, :], scores, -np.inf)
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = e / e.sum(axis=-1, keepdims=True)  # (batch, t_q, t_in)
-    return weights @ value.astype("float64"), weights
 
 
 # -- scores -----------------------------------------------------------------------------------------
@@ -142,7 +100,7 @@ def test_dot_score_by_hand():
     np.testing.assert_allclose(weights, [[[1 / 3, 1 / 2, 1 / 6]]], atol=1e-6)
     np.testing.assert_allclose(context, [[[3, 4]]], atol=1e-5)
     # Masking the third position: exp 2, 3 -> 2/5, 3/5, 0; context (12/5, 18/5).
-    context, weights = layer(query, value, key=key, mask=np.array([[True, True, False]]))
+    context, weights = layer(query, value, key=key, value_mask=np.array([[True, True, False]]))
     np.testing.assert_allclose(weights, [[[2 / 5, 3 / 5, 0]]], atol=1e-6)
     np.testing.assert_allclose(context, [[[12 / 5, 18 / 5]]], atol=1e-5)
     # scale=True with gain 2: scores 2 ln 2, 2 ln 3, 0 -> exp 4, 9, 1 -> 4/14, 9/14, 1/14.
@@ -158,10 +116,10 @@ def test_dot_score_by_hand():
 def test_scores_match_numpy(variant, scale, t_q):
     query, key, value = make_inputs(t_q, dk=key_size(variant))
     layer = make_layer(variant, scale)
-    layer(query, value, key=key, mask=MASK)  # builds
+    layer(query, value, key=key, value_mask=MASK)  # builds
     weights = fixed_weights(variant, scale)
     set_weights(layer, weights)
-    context, attention = layer(query, value, key=key, mask=MASK)
+    context, attention = layer(query, value, key=key, value_mask=MASK)
     expected_context, expected_attention = np_attention(np_scores(variant, weights, query, key), value, MASK)
     np.testing.assert_allclose(attention, expected_attention, atol=1e-6)
     np.testing.assert_allclose(context, expected_context, atol=1e-5)
@@ -248,7 +206,7 @@ def test_masked_positions_get_exactly_zero_and_rows_sum_to_one(variant, dtype, t
     # Large query values push the masked position's score up: it must still get exactly 0.
     query = query * np.asarray(4, dtype)
     layer = make_layer(variant, scale=True, dtype=dtype)
-    context, weights = layer(query, value, key=key, mask=MASK)
+    context, weights = layer(query, value, key=key, value_mask=MASK)
     weights = weights.numpy()
     assert weights.shape == (BATCH, t_q, T_IN)
     assert context.shape == (BATCH, t_q, DV)
@@ -260,7 +218,7 @@ def test_masked_positions_get_exactly_zero_and_rows_sum_to_one(variant, dtype, t
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_float16_layer_returns_float16(variant):
     query, key, value = make_inputs(1, dk=key_size(variant), dtype="float16")
-    context, weights = make_layer(variant, dtype="float16")(query, value, key=key, mask=MASK)
+    context, weights = make_layer(variant, dtype="float16")(query, value, key=key, value_mask=MASK)
     assert context.dtype == "float16" and weights.dtype == "float16"
 
 
@@ -268,7 +226,7 @@ def test_float16_layer_returns_float16(variant):
 def test_a_fully_masked_row_gives_zero_weights_and_zero_context(variant):
     query, key, value = make_inputs(2, dk=key_size(variant))
     mask = np.array([[False] * T_IN, [True] * T_IN])
-    context, weights = make_layer(variant)(query, value, key=key, mask=mask)
+    context, weights = make_layer(variant)(query, value, key=key, value_mask=mask)
     assert (weights.numpy()[0] == 0).all() and (context.numpy()[0] == 0).all()
     np.testing.assert_allclose(weights.numpy()[1].sum(-1), 1.0, atol=1e-6)
 
@@ -277,8 +235,8 @@ def test_a_fully_masked_row_gives_zero_weights_and_zero_context(variant):
 def test_prepared_keys_give_the_same_result(variant):
     query, key, value = make_inputs(3, dk=key_size(variant))
     layer = make_layer(variant, scale=True)
-    context, weights = layer(query, value, key=key, mask=MASK)
-    context2, weights2 = layer(query, value, mask=MASK, prepared_keys=layer.prepare_keys(key))
+    context, weights = layer(query, value, key=key, value_mask=MASK)
+    context2, weights2 = layer(query, value, value_mask=MASK, prepared_keys=layer.prepare_keys(key))
     np.testing.assert_allclose(weights2, weights, rtol=0, atol=1e-7)
     np.testing.assert_allclose(context2, context, rtol=0, atol=1e-7)
 
@@ -288,8 +246,8 @@ def test_key_defaults_to_value(variant):
     query, _, value = make_inputs(3)
     value = value[..., :DQ]  # dv == dq so that the dot score works on the values themselves
     layer = make_layer(variant)
-    context, weights = layer(query, value, mask=MASK)
-    context2, weights2 = layer(query, value, key=value, mask=MASK)
+    context, weights = layer(query, value, value_mask=MASK)
+    context2, weights2 = layer(query, value, key=value, value_mask=MASK)
     np.testing.assert_allclose(weights2, weights, rtol=0, atol=1e-7)
     np.testing.assert_allclose(context2, context, rtol=0, atol=1e-7)
 
@@ -333,7 +291,7 @@ def test_keras_file_round_trip_in_a_functional_model(variant, scale, tmp_path):
     value_in = keras.Input((None, DV), name="value")
     key_in = keras.Input((None, dk), name="key")
     mask_in = keras.Input((None,), dtype="bool", name="mask")
-    context, weights = make_layer(variant, scale)(query_in, value_in, key=key_in, mask=mask_in)
+    context, weights = make_layer(variant, scale)(query_in, value_in, key=key_in, value_mask=mask_in)
     model = keras.Model([query_in, value_in, key_in, mask_in], [context, weights])
     query, key, value = make_inputs(3, dk=dk)
     expected = model([query, value, key, MASK])

@@ -90,7 +90,7 @@ def test_bahdanau_attention_inside_a_functional_model_trains():
     tokens = keras.Input((6,), dtype="int32")
     x = keras.layers.Embedding(20, 8, mask_zero=True)(tokens)  # (batch, 6, 8)
     query = keras.layers.GlobalAveragePooling1D()(x)[:, None, :]  # (batch, 1, 8)
-    context, weights = BahdanauAttention(8)(query, x, mask=tokens != 0)  # (batch, 1, 8), (batch, 1, 6)
+    context, weights = BahdanauAttention(8)(query, x, value_mask=tokens != 0)  # (batch, 1, 8), (batch, 1, 6)
     output = keras.layers.Dense(2, activation="softmax")(keras.layers.Flatten()(context))
     model = keras.Model(tokens, output)
     model.compile(optimizer=keras.optimizers.Adam(0.05), loss="sparse_categorical_crossentropy")

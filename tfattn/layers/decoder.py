@@ -67,6 +67,12 @@ class Decoder(keras.layers.Layer):
         `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
         The logits carry the target's Keras mask (`target_in != 0`).
 
+    Attributes:
+        embedding, rnn_layer (its `cell` is the step's RNN), attention_layer, hidden_dense (Bahdanau's
+        `tanh` output layer, Luong's `W_c`), logits_dense, dropout_layer: the sub-layers, in the
+        order the step uses them. `initial_state`, `prepare_memory` and `step` are public too: the
+        decoding loops and the fast tier (`tfattn.accel`) use only these.
+
     Example:
 
     >>> encoder = Encoder(vocab_size=50, embedding_dim=8, units=16)

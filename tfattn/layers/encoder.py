@@ -52,7 +52,8 @@ class Encoder(keras.layers.Layer):
 
     Attributes:
         embedding: the `Embedding` layer. rnn_layers: the recurrent layers, first to last: Keras
-        `GRU`/`LSTM` layers, each in a `Bidirectional` wrapper when `bidirectional`.
+        `GRU`/`LSTM` layers, each in a `Bidirectional` wrapper when `bidirectional`. dropout_layer:
+        the dropout before each of them. `merge_states` names a Keras layer's final states.
 
     Example:
 
