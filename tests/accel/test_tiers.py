@@ -15,6 +15,7 @@ from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import encoder as fast_encoder
 from tfattn.accel import losses as fast_losses
 from tfattn.accel import seq2seq as fast
+from tfattn.data.text import END_ID
 from tfattn.decoding.search import beam_search, greedy, sample
 from tfattn.layers.encoder import Encoder
 from tfattn.model import ModelConfig, make_model, masked_loss
@@ -157,7 +158,10 @@ def test_decoding_gives_the_same_outputs_on_both_tiers(kind):
         reference, got = decode(model, SOURCE, accel=False), decode(model, SOURCE, accel=True)
         np.testing.assert_array_equal(got["ids"], reference["ids"])
         assert_close(got["attention"], reference["attention"])
-        assert got["ids"].shape[-1] > 0
+        np.testing.assert_array_equal(got["length"], reference["length"])
+        # Not empty: every sentence (and hypothesis) has at least one token and ends in [END].
+        ids, length = reference["ids"].numpy(), reference["length"].numpy()
+        assert (length >= 1).all() and (np.take_along_axis(ids, length[..., None] - 1, axis=-1) == END_ID).all()
 
 
 def test_translators_of_both_tiers_translate_the_held_out_dates_the_same(dates_translator, dates_data):

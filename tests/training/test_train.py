@@ -102,11 +102,15 @@ def test_fit_time_budget_stops_after_the_first_step():
 def test_progress_is_read_every_log_every_steps():
     # 40 rows in batches of 8: 5 steps; with log_every 2 the progress line is updated after steps 2 and 4.
     trainer = Trainer(tiny_model(), TrainConfig(epochs=1, learning_rate=0.01, log_every=2), quiet=True)
-    updates = []
+    updates, losses = [], []
     trainer.progress.update = lambda epoch, step, logs, tokens_per_s: updates.append((epoch, step, logs))
-    trainer.fit(dataset())
+    trainer.fit(dataset(), on_step=lambda trainer, logs: losses.append(float(logs["step_loss"])))
     assert [(epoch, step) for epoch, step, _ in updates] == [(1, 2), (1, 4)]
-    assert all(0 < logs["loss"] < 10 and 0 <= logs["accuracy"] <= 1 for _, _, logs in updates)
+    assert losses[0] == pytest.approx(np.log(12), rel=0.15)  # untrained: about ln(vocab)
+    # Every batch holds 8 targets of 3 labels, so the epoch's loss so far is the plain mean of its steps'.
+    for _, step, logs in updates:
+        assert logs["loss"] == pytest.approx(np.mean(losses[:step]), rel=1e-5)
+        assert 0 <= logs["accuracy"] <= 1
 
 
 def test_fit_is_silent_when_quiet(capsys):
