@@ -80,8 +80,8 @@ def char_tokenizer(n_tokens, max_length):
 
 @pytest.mark.parametrize("vocab, expected", [(100, 64), (40, 40)])
 def test_translate_beam_clamps_the_width(vocab, expected):
-    """The `translate_beam` function that `export` saves as the signature of that name (exporting and
-    loading it again costs over a minute here; tests/serving checks the export gives its outputs)."""
+    """The `translate_beam` function that `export` saves as the signature of that name (not exported
+    here: that adds a SavedModel's tracing and writing; tests/serving checks an export's outputs)."""
     from tfattn.data.text import Tokenizer
     from tfattn.serving.translator import Translator
 
