@@ -10,7 +10,10 @@ of each batch's fastest round), and `time_ratio_*` (below 1: faster than the fir
 Each export's serving signature must take one string tensor `[batch]` and return `text` (ours and
 the 2021 tutorial's do).
 
-Usage: python bench/paired.py [--threads 2,1] [--rounds 5] [--sentences 150] NAME=EXPORT NAME=EXPORT ...
+With `--beam K`, batches of 64 are also decoded by beam search of width K through each export's
+`translate_beam` signature (tfattn exports only), reported as `beam_K_batch_64`.
+
+Usage: python bench/paired.py [--threads 2,1] [--rounds 5] [--sentences 150] [--beam 4] NAME=EXPORT ...
 """
 
 import argparse
@@ -61,6 +64,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sentences", type=int, default=150,
                         help="TEST sentences timed alone, spread evenly over the split")
+    parser.add_argument("--beam", type=int, default=0, help="also time beam search of this width (default: off)")
     args = parser.parse_args()
     if args.threads:
         set_threads(args.threads)
@@ -75,12 +79,23 @@ def main():
             fn(tf.constant(x))
     one = paired_times(fns, singles, args.rounds)
     many = paired_times(fns, batches, args.rounds)
-    print(json.dumps({
+    per_second = lambda best: {"sentences_per_s": round(len(texts) / float(best.sum()), 1)}  # noqa: E731
+    figures = {
         "benchmark": "paired", "matmul_gflops": round(matmul_gflops(), 1), "rounds": args.rounds,
         "threads": dict(zip(("inter_op", "intra_op"), args.threads or (0, 0))),
         "single_sentence": summary(one, lambda best: {"p50_ms": round(1000 * float(np.median(best)), 2)}),
-        "greedy_batch_64": summary(many, lambda best: {"sentences_per_s": round(len(texts) / float(best.sum()), 1)}),
-    }))
+        "greedy_batch_64": summary(many, per_second),
+    }
+    if args.beam:
+        beams = {name: beam_fn(path, args.beam) for name, path in (spec.split("=", 1) for spec in args.exports)}
+        figures[f"beam_{args.beam}_batch_64"] = summary(paired_times(beams, batches, args.rounds), per_second)
+    print(json.dumps(figures))
+
+
+def beam_fn(path, width):
+    """`fn(text)` for a tfattn export's `translate_beam` signature with beam `width` and alpha 0.6."""
+    signature = tf.saved_model.load(path).signatures["translate_beam"]
+    return lambda text: signature(text=text, beam_width=tf.constant(width), length_penalty=tf.constant(0.6))
 
 
 if __name__ == "__main__":

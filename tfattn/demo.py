@@ -12,6 +12,7 @@ import json
 import os
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -74,6 +75,7 @@ def train_translator(config, quiet=False):
     target_tokenizer = Tokenizer.adapt([t for _, t in train_pairs], level="char", max_length=14)
     dataset = make_dataset(train_pairs, source_tokenizer, target_tokenizer,
                            DataConfig(batch_size=config.batch_size, seed=config.seed))
+    keras.utils.set_random_seed(config.seed)  # the first weights and dropout seeds come from it
     model = make_model(model_config(config.attention), source_tokenizer.vocab_size, target_tokenizer.vocab_size)
     steps = -(-config.n_train // config.batch_size) * config.epochs
     train_config = TrainConfig(learning_rate=config.learning_rate, decay_steps=steps, epochs=config.epochs,

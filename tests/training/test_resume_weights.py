@@ -102,8 +102,6 @@ def test_a_resumed_run_ends_with_the_weights_of_a_run_never_stopped(tmp_path, ca
 
 
 
-@pytest.mark.xfail(strict=True, reason="train_run makes the model before Trainer sets the seed: the first weights "
-                                       "and dropout seeds come from Python's random state, not from --seed")
 def test_the_seed_fixes_the_first_weights(tmp_path, capsys, monkeypatch):
     """Two runs with the same --seed in processes whose Python random states differ (as two fresh
     processes' do) start from the same weights: their checkpoints of step 1 are equal."""

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 
+import keras
 import tensorflow as tf
 
 from tfattn import files
@@ -176,6 +177,7 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
             run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
                                                "target": tokenizers[1].get_config()})
         run.write_json("config.json", config.to_dict())
+        keras.utils.set_random_seed(config.train.seed)  # the first weights and dropout seeds come from it
         model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
         trainer = Trainer(model, config.train, quiet=quiet)
         return _train(run, config, trainer, datasets, tokenizers, resume, echo)
