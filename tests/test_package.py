@@ -65,4 +65,8 @@ def test_the_tfattn_command_parses_without_loading_tensorflow(tmp_path):
             "a = build_parser().parse_args(['train', '--out', 'r', '--time-budget', '15m']); "
             "print(a.time_budget, 'tensorflow' in sys.modules, 'keras' in sys.modules)")
     assert run_python(code, tmp_path, argv0="tfattn") == ["900.0", "False", "False"]
+    # As `python -m tfattn.cli` imports the package (tests/processes.py starts the command so):
+    # while Python looks for the module, sys.argv[0] is "-m".
+    assert run_python("import sys; sys.argv[0] = '-m'; import tfattn; print('keras' in sys.modules)",
+                      tmp_path) == ["False"]
     assert run_python("import sys, tfattn; print('keras' in sys.modules)", tmp_path) == ["True"]

@@ -50,8 +50,10 @@ __all__ = sorted(_EXPORTS) + ["config"]
 
 
 def _started_as_the_command():
-    """Whether this process is the `tfattn` console script (`bin/tfattn`), which imports lazily."""
-    return os.path.basename(sys.argv[0] if sys.argv else "") == "tfattn"
+    """Whether this process is the `tfattn` command, which imports lazily: the console script
+    (`bin/tfattn`), or `python -m tfattn.cli` (while Python finds the module, `sys.argv[0]` is "-m")."""
+    first = sys.argv[0] if sys.argv else ""
+    return os.path.basename(first) == "tfattn" or first == "-m"
 
 
 if not _started_as_the_command():
