@@ -1,5 +1,6 @@
 """tfattn.files: writes that fail whole, never half, and directories swapped in place."""
 
+import contextlib
 import errno
 import json
 import os
@@ -186,9 +187,113 @@ def test_a_json_write_to_a_full_file_system_leaves_no_file_and_no_temporary(tmp_
         subprocess.run(["umount", "-l", str(disk)], check=True)
 
 
-@pytest.mark.xfail(strict=True, reason="write_json cleans up after an OSError only: json.dump's TypeError midway "
-                                       "leaves history.json.tmp behind")
 def test_an_unserializable_object_leaves_no_temporary(tmp_path):
     with pytest.raises(TypeError, match="not JSON serializable"):
         files.write_json(tmp_path / "history.json", {"loss": 1.0, "model": object()})
     assert os.listdir(tmp_path) == []
+
+
+def refuse_constant(name):
+    raise ValueError(f"not strict JSON: {name}")
+
+
+def test_a_value_that_is_not_finite_is_written_as_null(tmp_path):
+    obj = {"loss": [1.5, float("nan")], "best": float("inf"), "low": -float("inf"), "n": 3, "x": (0.5,)}
+    files.write_json(tmp_path / "h.json", obj)
+    text = (tmp_path / "h.json").read_text()
+    assert json.loads(text, parse_constant=refuse_constant) == {"loss": [1.5, None], "best": None, "low": None,
+                                                                "n": 3, "x": [0.5]}
+    assert json.loads(files.strict_json(obj), parse_constant=refuse_constant)["best"] is None
+    json.dumps(json.loads(text), allow_nan=False)  # what a strict writer accepts
+
+
+# -- an export's entries swapped into a directory that holds other files too ------------------------
+
+def workspace_with(target, entries, dead=False):
+    """What `export_workspace` and an export make: a complete new directory in a locked workspace
+    (`dead`: in an unlocked one, as a killed export leaves it)."""
+    context = files.export_workspace(str(target)) if not dead else contextlib.nullcontext()
+    if dead:
+        work, real = str(target / (files.EXPORT_WORK + "killed")), str(target)
+    else:
+        work, real = context.__enter__()
+    new = os.path.join(work, "new")
+    os.makedirs(os.path.join(new, "variables"))
+    for name, text in entries.items():
+        with open(os.path.join(new, name), "w") as f:
+            f.write(text)
+    return context, work, real, new
+
+
+def make_export(path, text):
+    os.makedirs(path / "variables", exist_ok=True)
+    for name in ("saved_model.pb", "fingerprint.pb", "variables/v"):
+        (path / name).write_text(text)
+
+
+def test_a_swap_keeps_the_files_it_does_not_write(tmp_path):
+    make_export(tmp_path / "proj", "old")
+    (tmp_path / "proj" / "NOTES.md").write_text("notes")
+    context, work, real, new = workspace_with(tmp_path / "proj", {"saved_model.pb": "new", "variables/v": "new"})
+    files.swap_in(work, real, new, retire=("saved_model.pb", "variables", "fingerprint.pb"))
+    context.__exit__(None, None, None)
+    proj = tmp_path / "proj"
+    assert sorted(os.listdir(proj)) == ["NOTES.md", "saved_model.pb", "variables"]  # the old fingerprint retired
+    assert (proj / "saved_model.pb").read_text() == "new" == (proj / "variables" / "v").read_text()
+    assert (proj / "NOTES.md").read_text() == "notes"
+
+
+def test_a_symlinked_directory_is_written_through(tmp_path):
+    make_export(tmp_path / "v3", "old")
+    os.symlink("v3", tmp_path / "current")
+    context, work, real, new = workspace_with(tmp_path / "current", {"saved_model.pb": "new"})
+    assert real == str(tmp_path / "v3")
+    files.swap_in(work, real, new)
+    context.__exit__(None, None, None)
+    assert os.readlink(tmp_path / "current") == "v3" and (tmp_path / "v3" / "saved_model.pb").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["current", "v3"]
+
+
+@pytest.mark.parametrize("renames", range(5))  # of the 5: fingerprint.pb out, 2 for each entry
+def test_a_swap_cut_by_a_kill_is_finished_by_recover_export(tmp_path, monkeypatch, renames):
+    # A kill after `renames` renames of the swap: the journal says what is left to do.
+    make_export(tmp_path / "e", "old")
+    (tmp_path / "e" / "notes").write_text("mine")
+    _, work, real, new = workspace_with(tmp_path / "e", {"saved_model.pb": "new", "variables/v": "new"}, dead=True)
+    real_rename, done = os.rename, []
+
+    def killed_after(src, dst):
+        if len(done) == renames:
+            raise KeyboardInterrupt  # stands for the kill: nothing after it runs
+        done.append(dst)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", killed_after)
+    with pytest.raises(KeyboardInterrupt):
+        files.swap_in(work, real, new, retire=("fingerprint.pb",))
+    monkeypatch.undo()
+    assert files.recover_export(str(tmp_path / "e")).startswith("finished the export")
+    e = tmp_path / "e"
+    assert sorted(os.listdir(e)) == ["notes", "saved_model.pb", "variables"]  # no workspace left
+    assert (e / "saved_model.pb").read_text() == "new" == (e / "variables" / "v").read_text()
+
+
+def test_recover_export_removes_dead_workspaces_and_leaves_live_ones(tmp_path):
+    make_export(tmp_path / "e", "old")
+    dead = tmp_path / "e" / (files.EXPORT_WORK + "dead")
+    os.makedirs(dead / "vocabulary")
+    (dead / "vocabulary" / "source_vocab.txt").write_text("a\n")  # what a kill while writing leaves
+    live = files.export_workspace(str(tmp_path / "e"))
+    work, _ = live.__enter__()
+    assert files.recover_export(str(tmp_path / "e")) == "removed 1 workspace of killed exports"
+    assert sorted(os.listdir(tmp_path / "e")) == sorted(["fingerprint.pb", "saved_model.pb", "variables",
+                                                         os.path.basename(work)])  # the live one stays
+    live.__exit__(None, None, None)
+    assert sorted(os.listdir(tmp_path / "e")) == ["fingerprint.pb", "saved_model.pb", "variables"]
+    assert files.recover_export(str(tmp_path / "e")) == ""
+
+
+def test_an_export_left_aside_by_an_earlier_version_is_put_back_whole(tmp_path):
+    make_dir(tmp_path / ".export.old-abc123" / "previous", "old")
+    assert files.recover_export(str(tmp_path / "export")).startswith("put back the export")
+    assert sorted(os.listdir(tmp_path)) == ["export"]  # the emptied .export.old-* too

@@ -7,12 +7,16 @@ turns read-only costs at most the file being written:
   appended whole or not at all (`append_line`).
 - A directory (an export) is written whole into a hidden temporary directory beside its place and
   then swapped in (`replace_directory`): the place holds the old complete directory or the new one.
+  An export into a directory that may hold other files is written whole into a locked workspace
+  inside it and its entries then swapped in by a journal (`export_workspace`, `swap_in`), so that
+  the other files stay; a kill leaves what `recover_export` finishes or removes.
 - A write that fails raises `WriteError`: one line that says what could not be written, where,
   why, and how much space is free there (`write_error`).
 """
 
 import contextlib
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -71,12 +75,28 @@ def write_error(what, where, error, advice=""):
     return WriteError(f"could not write {what} to {where}: {reason_of(error)}{space}.{' ' + advice if advice else ''}")
 
 
+def strict_json(obj, **kwargs):
+    """`json.dumps` of `obj` as strict JSON: a float that is not finite (NaN, infinity) becomes `null`."""
+    return json.dumps(_finite_or_null(obj), allow_nan=False, **kwargs)
+
+
+def _finite_or_null(obj):
+    if isinstance(obj, float):
+        return obj if obj == obj and abs(obj) != float("inf") else None
+    if isinstance(obj, dict):
+        return {key: _finite_or_null(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(value) for value in obj]
+    return obj
+
+
 def write_json(path, obj):
-    """Writes `obj` as JSON to `path` through a temporary file renamed over it (never half a file)."""
-    tmp = f"{path}.tmp"
+    """Writes `obj` as strict JSON (`strict_json`) to `path` through a temporary file renamed over it
+    (never half a file). An object that is not JSON raises `TypeError` before anything is written."""
+    tmp, text = f"{path}.tmp", strict_json(obj, indent=2, ensure_ascii=False)
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, ensure_ascii=False)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())  # on disk before the rename, so that a power cut leaves one or the other
         os.replace(tmp, path)
@@ -169,4 +189,127 @@ def recover_directory(path):
     if os.path.lexists(path) or not aside:
         return False
     os.rename(aside[0], path)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(aside[0]))  # the `.NAME.old-*` it was in, empty now
     return True
+
+
+# -- an export written into a directory that may hold other files -----------------------------------
+#
+# `export_workspace` makes a private directory `.tfattn-export.tmp-*` inside the export directory
+# (so that renames out of it stay on one file system), locked by its maker (`flock`, which the
+# system lets go when the process dies, however it dies). The export is written whole there;
+# `swap_in` then writes a journal naming the entries to put in place and renames each old entry of
+# those names into the workspace, each new one into the directory. Files of other names are kept.
+# `recover_export` finishes a journaled swap whose maker died and removes a dead workspace: its
+# lock, free, proves that no process writes it.
+
+EXPORT_WORK = ".tfattn-export.tmp-"
+JOURNAL = "swap.json"
+NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)  # file systems without flock (some NFS)
+
+
+def _lock(directory, block=True):
+    """An fd of `directory` holding an exclusive `flock` on it; None if another process holds it
+    (`block=False`) or, without `block`, if its file system takes no locks (nothing is proved)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+    except OSError as error:
+        if block and error.errno in NO_LOCKS:
+            return fd  # unlocked: the export goes on, and nothing else ever removes its workspace
+        os.close(fd)
+        if isinstance(error, BlockingIOError) or error.errno in NO_LOCKS:
+            return None
+        raise
+    return fd
+
+
+def _unlock(fd):
+    if fd is not None:
+        os.close(fd)  # lets go of the flock too
+
+
+@contextlib.contextmanager
+def export_workspace(path):
+    """A new workspace for writing an export to `path`: yields `(work, target)`, `target` the
+    directory written (`path`, or the directory a symlink `path` points to, which is updated in
+    place), `work` a locked private directory inside it, removed at the end with whatever it holds.
+    A `target` this call creates is removed again if the block leaves it empty (a failed export)."""
+    target = os.path.realpath(path)
+    created = not os.path.isdir(target)
+    os.makedirs(target, exist_ok=True)
+    held, mine = _lock(target), None
+    try:
+        work = tempfile.mkdtemp(prefix=EXPORT_WORK, dir=target)
+        mine = _lock(work)  # under the directory's lock: `recover_export` never sees it unlocked
+    finally:
+        _unlock(held)
+    try:
+        yield work, target
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        _unlock(mine)
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(target)  # only if the export failed and left it empty
+
+
+def swap_in(work, target, new, retire=()):
+    """Puts each entry of the complete directory `new` (inside `work`) in `target`, in place of the
+    entry of that name, and moves the entries named in `retire` out of `target`; other entries of
+    `target` stay. The journal written first lets `recover_export` finish a swap that a kill cut."""
+    names = sorted(os.listdir(new))
+    journal = {"new": os.path.relpath(new, work), "install": names, "retire": sorted(set(retire) - set(names))}
+    held = _lock(target)  # readers (`recover_export`) wait the swap out
+    try:
+        write_json(os.path.join(work, JOURNAL), journal)
+        _roll_forward(work, target, journal)
+        os.remove(os.path.join(work, JOURNAL))
+    finally:
+        _unlock(held)
+
+
+def _roll_forward(work, target, journal):
+    """Does what is left of a journaled swap; each step is one rename, so it may be cut and done again."""
+    new, old = os.path.join(work, journal["new"]), os.path.join(work, "old")
+    os.makedirs(old, exist_ok=True)
+    for name in journal["retire"] + journal["install"]:
+        here, incoming = os.path.join(target, name), os.path.join(new, name)
+        if name in journal["install"] and not os.path.lexists(incoming):
+            continue  # in place already
+        if os.path.lexists(here):
+            os.rename(here, os.path.join(old, name))
+        if name in journal["install"]:
+            os.rename(incoming, here)
+
+
+def recover_export(path):
+    """Finishes or removes what killed exports left at `path` (through a symlink): puts back an
+    export that an earlier version left aside (`recover_directory`), finishes a swap that a kill
+    cut (`swap_in`) and removes the workspaces of dead exports. Returns what it did, as a phrase
+    for a message ("" if nothing); waits for a live export's swap, leaves its workspace alone."""
+    done = ["put back the export that a killed export had moved aside"] if recover_directory(path) else []
+    target = os.path.realpath(path)
+    works = glob.glob(os.path.join(glob.escape(target), EXPORT_WORK + "*"))
+    if not works:
+        return "; ".join(done)
+    held = _lock(target)
+    try:
+        for work in works:
+            mine = _lock(work, block=False)
+            if mine is None:
+                continue  # a live export's, or unprovable
+            try:
+                if os.path.exists(os.path.join(work, JOURNAL)):
+                    with open(os.path.join(work, JOURNAL), encoding="utf-8") as f:
+                        _roll_forward(work, target, json.load(f))
+                    done.append("finished the export that a killed export had begun to put in place")
+                shutil.rmtree(work, ignore_errors=True)
+            finally:
+                _unlock(mine)
+        removed = len([w for w in works if not os.path.exists(w)])
+        done += [f"removed {removed} workspace{'s' * (removed > 1)} of killed exports"] if removed else []
+    finally:
+        _unlock(held)
+    return "; ".join(done)

@@ -443,4 +443,5 @@ def test_export_of_the_latest_state_takes_best_when_it_is_newer(small_run, tmp_p
     monkeypatch.setattr(runs, "export", lambda translator, out: out)
     runs.export_run(run, str(tmp_path / "e"), checkpoint="latest", echo=used.append)
     runs.export_run(run, str(tmp_path / "e"), checkpoint="best", echo=used.append)
-    assert used == [os.path.join(run, "best", "ckpt-144")] * 2
+    best = os.path.join(run, "best", "ckpt-144")
+    assert used == [best, f"exported step 144 of {run} ({best})"] * 2  # restored, then said

@@ -31,13 +31,12 @@ With `replace_unknown` (a `Translator` option, saved in `tfattn_config.json`), e
 
 Input is truncated to the source tokenizer's `max_length` tokens (`[START]` and `[END]` included).
 Output length is limited to `min(max_length, ratio * source tokens + extra)` (see `DecodeConfig`),
-so decoding always ends. An empty batch gives empty outputs.
+so decoding always ends. An empty batch gives empty outputs. An empty or whitespace-only text (no
+source token) gets an empty translation: `text` "", no `tokens`, zero attention rows, `length` 0
+(and `score` 0, `nbest_text` ""), not one the decoder would invent from `[START] [END]` alone.
 """
 
-import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -131,7 +130,7 @@ class Translator(tf.Module):
         would fail deep in the tokenizer."""
         text = tf.ensure_shape(text, [None], name="text_must_be_a_batch_of_strings")
         empty = {name: tf.zeros([0] * EMPTY_RANKS[name], EMPTY_DTYPES[name]) for name in names}
-        return tf.cond(tf.size(text) > 0, lambda: fn(text), lambda: empty)
+        return tf.cond(tf.size(text) > 0, lambda: blank_empty_sources(fn(text)), lambda: empty)
 
     def _decoding_model(self):
         """The model as the decoding loops take it: stepping with the stored weights, if any."""
@@ -206,6 +205,23 @@ class Translator(tf.Module):
         return {k: v.numpy() for k, v in out.items()}
 
 
+def blank_empty_sources(out):
+    """Outputs -> the same, with an empty translation for each sentence without a source token (an
+    empty or whitespace-only text): empty `text` and `nbest_text`, no `tokens` or attention rows,
+    `length` 0, scores 0. `tokens` and `attention` are cut to the longest translation left. Works on
+    the signatures' outputs in a graph and eagerly (`tfattn translate` applies it to older exports)."""
+    blank = tf.reduce_sum(tf.cast(out["input_tokens"] != "", tf.int32), axis=1) <= 2  # only [START] [END]
+    width = tf.where(tf.reduce_all(blank), 0, tf.shape(out["tokens"])[1])  # no rows when all are blank
+    result = {**out, "length": tf.where(blank, 0, out["length"]),
+              "tokens": tf.where(blank[:, None], "", out["tokens"])[:, :width],
+              "attention": tf.where(blank[:, None, None], 0.0, out["attention"])[:, :width]}
+    for name, value in {"text": "", "score": 0.0, "nbest_text": "", "nbest_score": 0.0}.items():
+        if name in out:
+            mask = blank if name in ("text", "score") else blank[:, None]
+            result[name] = tf.where(mask, tf.constant(value, out[name].dtype), out[name])
+    return result
+
+
 def as_batch(texts):
     """A `[batch]` string tensor from a list (or tuple, NumPy array, string tensor) of `str` or
     `bytes`; a single `str` or `bytes` is a batch of one."""
@@ -240,54 +256,83 @@ def export(translator, path):
     tokenizers' settings, the length limits and the signatures), as an asset and beside
     `saved_model.pb`.
 
-    The export is written whole into a temporary directory beside `path` and then put in place of
-    the export there, if any (`tfattn.files.replace_directory`): `path` holds the old complete
-    export or the new one, never a mix, and a failed write leaves nothing behind.
+    The export is written whole into a private workspace inside `path` and then its entries are put
+    in place of the old export's (`tfattn.files.swap_in`): files the export does not write (notes,
+    a plot, data) stay, and a symlink `path` is written through (the directory it points to is
+    updated). A failed write leaves the old export and nothing else; what a kill leaves, the next
+    export (or `tfattn translate`/`evaluate`) finishes or removes (`tfattn.files.recover_export`).
+    A model with a weight that is not finite (NaN, infinity: a diverged run) is not exported.
 
     Raises:
         FileExistsError: `path` is a file, or a directory that is neither empty nor an export.
+        ValueError: a weight of the model is not finite.
         tfattn.files.WriteError: the export could not be written (disk full, no permission).
     """
-    _check_export_path(path)
+    _check_finite(translator.model, path)
     try:
-        tmp = files.temporary_sibling(path)
-    except OSError as error:
+        files.recover_export(path)
+        _check_export_path(path)
+        with files.export_workspace(path) as (work, target):
+            new, vocabulary = os.path.join(work, "new"), os.path.join(work, "vocabulary")
+            os.mkdir(new)
+            os.mkdir(vocabulary)
+            _write_export(translator, new, vocabulary)
+            files.swap_in(work, target, new, retire=EXPORT_ENTRIES)
+    except (OSError, tf.errors.OpError) as error:
+        if isinstance(error, (files.WriteError, FileExistsError)):
+            raise
         raise files.write_error("the export", path, error) from None
-    try:
-        _write_export(translator, tmp)
-        files.replace_directory(tmp, path)
-    except BaseException as error:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(error, (OSError, tf.errors.OpError)):
-            raise files.write_error("the export", path, error) from None
-        raise
     return path
+
+
+# What a SavedModel and an export are made of: these are replaced by an export, all else is kept.
+EXPORT_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "variables", "assets", "assets.extra", "fingerprint.pb",
+                  CONFIG_FILE)
+
+
+def non_finite_weights(model):
+    """`"NAME (k of n values)"` for the first weight of `model` holding NaN or infinity; None if none."""
+    for variable in model.variables:
+        values = np.asarray(variable.numpy())
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            return f"{variable.path} ({np.size(values) - np.isfinite(values).sum()} of {np.size(values)} values)"
+    return None
+
+
+def _check_finite(model, path):
+    bad = non_finite_weights(model)
+    if bad:
+        raise ValueError(f"Not exporting to {path}: the weight {bad} is not finite (NaN or infinity), so every "
+                         f"translation would be empty; the model diverged. Export an earlier checkpoint or train "
+                         f"again with a smaller --learning-rate. Received: path={path!r}")
 
 
 def _check_export_path(path):
     if os.path.lexists(path) and not os.path.isdir(path):
         raise FileExistsError(f"{path} is a file; an export is a directory. Received: path={path!r}")
     entries = set(os.listdir(path)) if os.path.isdir(path) else set()
+    entries = {e for e in entries if not e.startswith(files.EXPORT_WORK)}  # live exports' workspaces
     if entries and not {"saved_model.pb", CONFIG_FILE} & entries:
         raise FileExistsError(f"{path} is not empty and is not an export (it holds {files.listing(entries)}); "
-                              f"an export replaces only an earlier export. Choose a new directory. "
-                              f"Received: path={path!r}")
+                              f"an export goes into a new or empty directory, or over an earlier export. "
+                              f"Choose a new directory. Received: path={path!r}")
 
 
-def _write_export(translator, path):
+def _write_export(translator, path, vocabulary):
+    """The SavedModel at `path` (a new directory); the vocabulary files go to the directory
+    `vocabulary` first (they are copied into `assets/`)."""
     config_path = os.path.join(path, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as f:
-        json.dump(export_config(translator), f, indent=2, ensure_ascii=False)
-    with tempfile.TemporaryDirectory() as tmp:
-        serving = Translator(translator.model, _from_file(translator.source_tokenizer, tmp, "source_vocab.txt"),
-                             _from_file(translator.target_tokenizer, tmp, "target_vocab.txt"),
-                             translator.decode_config, translator.config, translator.accel,
-                             stored_weights=translator.accel, replace_unknown=translator.replace_unknown)
-        serving.config_file = tf.saved_model.Asset(config_path)
-        greedy_fn = serving.translate.get_concrete_function()
-        signatures = {"translate": greedy_fn, "serving_default": greedy_fn,
-                      "translate_beam": serving.translate_beam.get_concrete_function()}
-        tf.saved_model.save(serving, path, signatures=signatures)
+        f.write(files.strict_json(export_config(translator), indent=2, ensure_ascii=False))
+    serving = Translator(translator.model, _from_file(translator.source_tokenizer, vocabulary, "source_vocab.txt"),
+                         _from_file(translator.target_tokenizer, vocabulary, "target_vocab.txt"),
+                         translator.decode_config, translator.config, translator.accel,
+                         stored_weights=translator.accel, replace_unknown=translator.replace_unknown)
+    serving.config_file = tf.saved_model.Asset(config_path)
+    greedy_fn = serving.translate.get_concrete_function()
+    signatures = {"translate": greedy_fn, "serving_default": greedy_fn,
+                  "translate_beam": serving.translate_beam.get_concrete_function()}
+    tf.saved_model.save(serving, path, signatures=signatures)
 
 
 def _from_file(tokenizer, directory, name):
