@@ -8,7 +8,6 @@ Everything runs on the CPU in about a minute and needs no download: the corpus i
 
 import collections
 import dataclasses
-import json
 import os
 import time
 
@@ -16,6 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfattn import files
 from tfattn.data import dates
 from tfattn.data.pipeline import DataConfig, make_dataset
 from tfattn.decoding.search import DecodeConfig
@@ -130,5 +130,5 @@ def main(config, quiet=False):
     start = time.perf_counter()
     summary = run(config, quiet=quiet)
     summary["total_seconds"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(summary))
+    print(files.strict_json(summary))
     return summary

@@ -2,10 +2,10 @@
 
     RUN/
       .lock             while a process trains the run: its pid, host and start time
-      config.json       the final RunConfig (flags applied)
+      config.json       the final RunConfig (flags applied; the corpus's absolute path and fingerprint)
       tokenizers.json   both tokenizers, vocabularies included (a resumed run reuses them)
       checkpoints/      the latest states: every `checkpoint_every` steps, at every epoch's end, at
-                        the end and on Ctrl-C (model, optimizer, epoch, data position, epoch sums, history)
+                        the end and on Ctrl-C or SIGTERM (model, optimizer, epoch, data position, epoch sums, history)
       best/             the state with the lowest validation loss
       log.jsonl         one JSON line per checkpoint and per epoch
       history.json      per-epoch loss, accuracy, validation loss and accuracy, tokens/s
@@ -42,6 +42,11 @@ class RunInUseError(FileExistsError):
     """Another process holds the run directory's lock."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while a run trained (docker stop, systemd, `timeout`, SLURM): the run saves its
+    state as on Ctrl-C, and the command line exits with status 143."""
+
+
 class Run:
     """A run directory: paths, its JSON files, its lock and its checkpoint files."""
 
@@ -65,13 +70,24 @@ class Run:
             raise ValueError(f"{self.path(name)} is damaged, not JSON ({error}). Received: out={self.out!r}") from None
 
     def log(self, **record):
-        files.append_line(self.path("log.jsonl"), json.dumps(record), "the run's log")
+        files.append_line(self.path("log.jsonl"), files.strict_json(record), "the run's log")
 
     def tokenizers(self):
+        """The run's source and target tokenizers, from `tokenizers.json`; one clear error if it is
+        missing or is not what the run wrote."""
         from tfattn.data.text import Tokenizer
 
+        path = self.path("tokenizers.json")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} is missing: it holds the run's two vocabularies, written when training "
+                                    f"started, and its checkpoints need them. Put it back, or train a new run. "
+                                    f"Received: out={self.out!r}")
         d = self.read_json("tokenizers.json")
-        return Tokenizer.from_config(d["source"]), Tokenizer.from_config(d["target"])
+        try:
+            return Tokenizer.from_config(d["source"]), Tokenizer.from_config(d["target"])
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(f"{path} is not the run's tokenizers (its source and target vocabularies): "
+                             f"{type(error).__name__}: {error}. Received: out={self.out!r}") from None
 
     @contextlib.contextmanager
     def claim(self, resume=False, echo=print):
@@ -97,6 +113,7 @@ class Run:
             self._check(resume)  # again, now that no other process can change it
             if resume:
                 self.remove_litter()
+                cut_partial_line(self.path("log.jsonl"), echo)
             yield self
         finally:
             lock.release()
@@ -140,6 +157,22 @@ class Run:
                 if match:
                     found.append((-int(match[1]), rank, index[: -len(".index")]))
         return [(-step, path) for step, _, path in sorted(found)]
+
+
+def cut_partial_line(path, echo=print):
+    """Cuts the half line a kill in mid-write left at the end of `path` (a JSON-lines log), so that
+    the next line appended starts a line of its own; says so through `echo`."""
+    try:
+        with open(path, "rb+") as f:
+            data = f.read()  # a line per checkpoint and per epoch: small
+            if not data or data.endswith(b"\n"):
+                return
+            f.truncate(data.rfind(b"\n") + 1)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise files.write_error("the run's log", path, error) from None
+    echo(f"{path} ended in half a line (a kill while it was written): cut it off")
 
 
 def remove_failed_save(directory, step):

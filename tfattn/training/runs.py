@@ -9,9 +9,16 @@ after that checkpoint. The latest state is saved every `checkpoint_every` steps 
 end, so a kill loses at most one checkpoint interval or one epoch of training, whichever is shorter.
 """
 
+import contextlib
 import dataclasses
+import datetime
+import glob
+import hashlib
 import json
+import math
 import os
+import signal
+import threading
 
 import keras
 import tensorflow as tf
@@ -20,11 +27,11 @@ from tfattn import files
 from tfattn.data import corpora
 from tfattn.data.pipeline import DataConfig, batch_rows, count_rows, tokenize_pairs, too_long
 from tfattn.decoding.search import DecodeConfig
-from tfattn.serving.translator import Translator, export
+from tfattn.serving.translator import Translator, export, non_finite_weights
 from tfattn.model import ModelConfig, make_model
 from tfattn.data.text import Tokenizer
-from tfattn.training.rundir import Run, damage_of, newest_readable, remove_failed_save
-from tfattn.training.trainer import TrainConfig, Trainer, restore_weights
+from tfattn.training.rundir import Run, Terminated, damage_of, newest_readable, remove_failed_save
+from tfattn.training.trainer import DivergedError, TrainConfig, Trainer, check_weights_match, restore_weights
 
 
 @dataclasses.dataclass
@@ -42,6 +49,9 @@ class CorpusConfig:
             single file is split by line index (TEST `i % 50 == 0`, VALIDATION `i % 50 == 1`).
         data_dir: TFDS data directory.
         max_pairs: keep only this many training pairs (every k-th), for quick runs.
+        fingerprint: a local corpus file's `{"size", "mtime", "sha256"}` (see `fingerprint`), taken
+            when the run started; a resumed run or `evaluate` refuses a file that does not match it.
+            None for URLs, TFDS, directories and runs of earlier versions.
     """
 
     corpus: str = ""
@@ -53,6 +63,7 @@ class CorpusConfig:
     splits: tuple = ("train", "validation", "test")
     data_dir: str | None = None
     max_pairs: int | None = None
+    fingerprint: dict | None = None
 
 
 @dataclasses.dataclass
@@ -84,12 +95,78 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d):
-        kinds = {f.name: f.default_factory for f in dataclasses.fields(cls)
-                 if dataclasses.is_dataclass(f.default_factory)}
-        d = {name: _without_retired(name, value) for name, value in d.items()}
-        fields = {name: kinds[name](**value) if name in kinds else value for name, value in d.items()}
+        """The `RunConfig` of a dict read from `config.json`.
+
+        Raises:
+            ValueError: naming the first field that is unknown, missing, of the wrong type or refused.
+        """
+        fields = _fields_of(cls, d, "")
+        for name in ("corpus", "model"):
+            if name not in fields:
+                raise ValueError(f"it has no field {name!r}")
         fields["corpus"].splits = tuple(fields["corpus"].splits)
         return cls(**fields)
+
+
+def read_run_config(path):
+    """The `RunConfig` in the file `path` (a run's `config.json`); one line naming the file and the
+    field if it is not JSON or not a run's config."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{path} is damaged, not JSON ({error}). Put back the config.json the run wrote. "
+                         f"Received: {path!r}") from None
+    try:
+        return RunConfig.from_dict(d)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path} is not a run's config.json that tfattn reads: {error}. Put back the one the run "
+                         f"wrote. Received: {path!r}") from None
+
+
+def _fields_of(kind, d, where):
+    """The constructor arguments of the dataclass `kind` from the JSON object `d`, each field checked
+    (name and type, its section's own checks); `where` prefixes a field's name in errors."""
+    if not isinstance(d, dict):
+        raise _FieldError(f"{where.rstrip('.') or 'the file'} is a JSON {type(d).__name__}, not an object")
+    known, fields = {f.name: f for f in dataclasses.fields(kind)}, {}
+    for name, value in d.items():
+        field = known.get(name)
+        if field is None:
+            raise _FieldError(f"unknown field {where}{name}")
+        if dataclasses.is_dataclass(field.default_factory):
+            section = field.default_factory
+            arguments = _fields_of(section, _without_retired(name, value), f"{where}{name}.")
+            try:
+                value = section(**arguments)
+            except (TypeError, ValueError) as error:  # the section's own checks (`__post_init__`)
+                raise _FieldError(f"{where}{name}: {error}") from None
+        elif not _fits(field.type, value):
+            raise _FieldError(f"field {where}{name} is {value!r}, not {_type_name(field.type)}")
+        fields[name] = value
+    return fields
+
+
+class _FieldError(ValueError):
+    """A field of a config.json that is unknown or of the wrong kind (the message names it)."""
+
+
+_JSON_KINDS = {"str": str, "bool": bool, "int": int, "float": (int, float), "tuple": (list, tuple), "dict": dict,
+               "None": type(None)}
+
+
+def _type_name(annotation):
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
+def _fits(annotation, value):
+    """Whether the JSON value `value` fits a field annotated `annotation` (`int`, `float | None`, ...)."""
+    names = [name.strip() for name in _type_name(annotation).split("|")]
+    if any(name not in _JSON_KINDS for name in names):
+        return True  # a kind this check does not know
+    if isinstance(value, bool) and "bool" not in names:
+        return False
+    return any(isinstance(value, _JSON_KINDS[name]) for name in names)
 
 
 # Fields that earlier versions wrote into config.json and that no longer exist, so that their runs
@@ -111,6 +188,7 @@ def load_splits(config):
     c = config
     if not c.corpus:
         raise ValueError("No corpus given: pass --corpus PATH|URL|tfds:NAME. Received: corpus=''")
+    check_fingerprint(c)
     if c.corpus.startswith("tfds:") or c.format == "parallel":
         loaded = {name: _load_split(c, split) for name, split in zip(corpora.SPLITS, c.splits)}
         parts = {name: corpus.pairs for name, corpus in loaded.items()}
@@ -123,6 +201,56 @@ def load_splits(config):
         every = len(parts["train"]) / c.max_pairs
         parts["train"] = [parts["train"][int(i * every)] for i in range(c.max_pairs)]
     return parts, summary
+
+
+MEGABYTE = 1 << 20
+
+
+def with_fingerprint(corpus):
+    """`corpus` (a `CorpusConfig`) with its path made absolute and, for a local file, its fingerprint."""
+    spec = corpus.corpus
+    if not spec or spec.startswith("tfds:") or corpora._is_url(spec):
+        return corpus
+    path = os.path.abspath(spec)
+    return dataclasses.replace(corpus, corpus=path, fingerprint=fingerprint(path) if os.path.isfile(path) else None)
+
+
+def fingerprint(path):
+    """`{"size", "mtime", "sha256"}` of a file: its size in bytes, its modification time, and the SHA-256
+    of its first and last megabytes (of all of it, up to 2 MB)."""
+    size, digest = os.path.getsize(path), hashlib.sha256()
+    with open(path, "rb") as f:
+        digest.update(f.read(MEGABYTE))
+        f.seek(max(size - MEGABYTE, MEGABYTE))
+        digest.update(f.read(MEGABYTE))
+    return {"size": size, "mtime": os.path.getmtime(path), "sha256": digest.hexdigest()}
+
+
+def check_fingerprint(corpus):
+    """Refuses a corpus file that is gone or is not the one fingerprinted in `corpus` (another size
+    or other content); a new modification time alone (a copy) is accepted."""
+    was, path = corpus.fingerprint, corpus.corpus
+    if not was:
+        return
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"The run's corpus {path} is gone (moved or deleted?); pass --corpus with where it is "
+                                f"now, which is checked to be the same file ({was.get('size', 0):,} bytes, modified "
+                                f"{_when(was.get('mtime'))}). Received: corpus={path!r}")
+    now = fingerprint(path)
+    if now["size"] != was.get("size"):
+        change = f"it has {now['size']:,} bytes, the run's corpus had {was.get('size', 0):,}"
+    elif now["sha256"] != was.get("sha256"):
+        change = "it has the run's corpus's size but other content"
+    else:
+        return
+    if now["mtime"] != was.get("mtime"):
+        change += f"; modified {_when(now['mtime'])}, the run's at {_when(was.get('mtime'))}"
+    raise ValueError(f"{path} is not the corpus this run trained on: {change}. Pass --corpus with the run's file "
+                     f"where it is now. Received: corpus={path!r}")
+
+
+def _when(mtime):
+    return datetime.datetime.fromtimestamp(mtime or 0).isoformat(sep=" ", timespec="seconds")
 
 
 def _load_split(c, split):
@@ -142,14 +270,16 @@ def make_tokenizers(config, train_pairs):
 
 # -- training --------------------------------------------------------------------------------------
 
-def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, time_budget=None):
+def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, time_budget=None, corpus=None):
     """Trains (or resumes) a run in directory `out`; returns the summary dict.
 
     The run holds `out`'s lock from start to end (see `tfattn.training.rundir`). Nothing else is
     written to `out` until the corpus has loaded and the length limits leave training and
     validation pairs; then the latest state is saved every `checkpoint_every` steps, at every
-    epoch's end, at the end, and when the run is interrupted (Ctrl-C). A resumed run goes on from
-    the newest state that reads back whole, its history cut back to that state.
+    epoch's end, at the end, and when the run is interrupted (Ctrl-C, or SIGTERM, which raises
+    `tfattn.training.rundir.Terminated` here). A resumed run goes on from the newest state that reads
+    back whole, its history cut back to that state, on the corpus file it started with (its
+    absolute path and fingerprint are in `config.json`).
 
     Args:
         config: `RunConfig` of a new run; ignored when resuming (the run's `config.json` holds it).
@@ -159,37 +289,97 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
         echo: where one-line messages go.
         epochs: when resuming, train up to this many epochs in all (default: the run's own).
         time_budget: when resuming, this session's budget in seconds (default: the run's own, again).
+        corpus: when resuming, where the run's corpus file is now (checked against its fingerprint).
 
     Raises:
         tfattn.files.WriteError: a checkpoint, log or export could not be written (disk full,
             read-only); what was saved before is untouched.
+        tfattn.training.trainer.DivergedError: the loss went non-finite; the last good state is kept.
     """
     run = Run(out)
-    with run.claim(resume, echo):
+    with _sigterm_as_interrupt(), run.claim(resume, echo):
         if resume:
-            config = _resumed_config(run, epochs, time_budget)
+            config = _resumed_config(run, epochs, time_budget, corpus)
+        else:
+            config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
         parts, summary = load_splits(config.corpus)
         _require_pairs(config, parts, summary)
         echo(summary)
         tokenizers = run.tokenizers() if resume else make_tokenizers(config, parts["train"])
+        check_memory(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)  # before anything is written
         datasets = _datasets(config, parts, tokenizers, echo)
+        keras.utils.set_random_seed(config.train.seed)  # the first weights and dropout seeds come from it
+        model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
+        trainer = Trainer(model, config.train, quiet=quiet)  # builds the weights before any file is written
         if not resume:
             run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
                                                "target": tokenizers[1].get_config()})
         run.write_json("config.json", config.to_dict())
-        keras.utils.set_random_seed(config.train.seed)  # the first weights and dropout seeds come from it
-        model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
-        trainer = Trainer(model, config.train, quiet=quiet)
         return _train(run, config, trainer, datasets, tokenizers, resume, echo)
 
 
-def _resumed_config(run, epochs, time_budget):
-    config = RunConfig.from_dict(run.read_json("config.json"))
+def check_memory(model, source_vocab_size, target_vocab_size):
+    """Refuses a `ModelConfig` whose training state cannot fit in the memory this process may use.
+
+    The estimate is a lower bound: the weight matrices only (embeddings, one direction of each
+    encoder layer, the decoder RNN, the attention and output layers), 16 bytes each to train (float32
+    weights, gradients and Adam's two moments). The memory is the machine's, less what `RLIMIT_AS`
+    or a cgroup allows, less what the process already maps."""
+    import resource
+
+    c, gates = model, 4 if model.rnn == "lstm" else 3
+    rnn = lambda inputs: gates * (inputs + c.units + 2) * c.units  # noqa: E731
+    weights = ((source_vocab_size + target_vocab_size) * c.embedding_dim + rnn(c.embedding_dim)
+               + (c.num_layers - 1) * rnn(c.units) + rnn(c.embedding_dim) + c.units * c.units
+               + c.units * target_vocab_size)
+    limits = [os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")]
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY:
+        with open("/proc/self/statm") as f:
+            limits.append(soft - int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE"))
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limits.append(int(f.read()))
+    except (OSError, ValueError):  # no cgroup v2 limit ("max")
+        pass
+    if 16 * weights > min(limits):
+        raise ValueError(f"The model does not fit in memory: its {weights:,} weights need at least "
+                         f"{files.human_bytes(16 * weights)} to train, and {files.human_bytes(max(min(limits), 0))} "
+                         f"is available. Choose a smaller --units, --layers, --embedding-dim or --vocab-size. "
+                         f"Received: units={c.units}, layers={c.num_layers}, embedding_dim={c.embedding_dim}")
+
+
+def _resumed_config(run, epochs, time_budget, corpus=None):
+    config = read_run_config(run.path("config.json"))
+    if corpus is not None:  # the run's file, moved: checked against its fingerprint when loaded
+        config.corpus.corpus = os.path.abspath(corpus)
+    if not config.corpus.fingerprint:  # a run of an earlier version: from now on, this file's
+        config.corpus = with_fingerprint(config.corpus)
     if epochs is not None:
         config.train.epochs = epochs
     if time_budget is not None:
         config.train.time_budget = time_budget
     return config
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While the block runs, SIGTERM (docker stop, systemd, `timeout`, SLURM) raises `Terminated`, a
+    `KeyboardInterrupt`, so that a run saves its state as on Ctrl-C; a second SIGTERM during that
+    save is ignored. Left alone outside the main thread, or where the program set its own handler."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _require_pairs(config, parts, summary):
@@ -246,10 +436,16 @@ def _train(run, config, trainer, datasets, tokenizers, resume, echo):
 
     try:
         trainer.fit(datasets["train"], validation=datasets["validation"], callbacks=[on_epoch], on_step=on_step)
-    except KeyboardInterrupt:
-        saver.save_latest("interrupted")
-        echo(f"interrupted at step {trainer.step}; saved. Continue with: tfattn train --resume --out {run.out}")
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (`Terminated`)
+        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        saver.save_latest(how)
+        echo(f"{how} at step {trainer.step}; saved. Continue with: tfattn train --resume --out {run.out}")
         raise
+    except DivergedError as error:
+        kept = f"the last good state, step {saver.saved_step}, is kept" if saver.saved_step else "no state was saved"
+        raise DivergedError(f"{error}: the run diverged and stops; {kept}. Train a new run with a smaller "
+                            f"--learning-rate or --clip-norm. Received: learning_rate={config.train.learning_rate}, "
+                            f"clip_norm={config.train.clip_norm}") from None
     saver.save_latest("end")
     run.write_json("history.json", trainer.history)
     return _finish(run, config, trainer, tokenizers, echo)
@@ -284,7 +480,10 @@ class _Saver:
         """Saves the latest state if it is due: at this session's first step (so that a directory that
         cannot be written stops the run at once), then `every` steps after the last save."""
         if not self.saved_this_session or self.trainer.step >= self.saved_step + self.every:
-            self.save_latest("checkpoint", loss=loss)  # a step's loss is read only when saved
+            loss = float(loss)  # a step's loss is read only when saved
+            if not math.isfinite(loss):
+                raise DivergedError(f"The loss of step {self.trainer.step} is {loss}")
+            self.save_latest("checkpoint", loss=loss)
 
     def save_latest(self, event=None, **record):
         """Saves the latest state (unless saved at this step already); logs `event` if given."""
@@ -297,8 +496,12 @@ class _Saver:
                          position=int(self.trainer.position), **{k: float(v) for k, v in record.items()})
 
     def save(self, manager):
+        """Saves the state in `manager`; refuses weights that are not finite (`DivergedError`)."""
         step = self.trainer.step
-        self.history.assign(json.dumps(self.history_now()))
+        bad = non_finite_weights(self.trainer.model)
+        if bad:
+            raise DivergedError(f"At step {step} the weight {bad} is not finite")
+        self.history.assign(files.strict_json(self.history_now()))
         try:
             manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as error:
@@ -315,6 +518,7 @@ class _Saver:
             return
         held = {name.split("/")[0] for name in tf.train.load_checkpoint(path).get_variable_to_shape_map()}
         parts = {name: part for name, part in self.parts.items() if name in held or name not in self.OPTIONAL}
+        check_weights_match(self.trainer.model, path, self.run.path("config.json"))
         tf.train.Checkpoint(**parts).restore(path).assert_existing_objects_matched()
         self.saved_step = self.trainer.step
         self.trainer.history = _history_at(self.run, self.history.numpy().decode("utf-8"), int(self.trainer.epoch))
@@ -370,31 +574,96 @@ def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
     The newest checkpoint in `best/` (or, for `"latest"`, in `checkpoints/` or `best/`) that reads
-    back whole is used; any newer one is named through `echo`. `accel=False` exports the reference
-    tier's decoding, `replace_unknown=True` replaces output `[UNK]`s by source tokens (see `Translator`)."""
+    back whole is used; any newer one is named through `echo`, and so is the step exported. The run
+    may be training meanwhile: a checkpoint that it removes while being read (it keeps the last 3)
+    is passed over for the newest one then. A checkpoint with a weight that is not finite (a
+    diverged run) is refused. `accel=False` exports the reference tier's decoding,
+    `replace_unknown=True` replaces output `[UNK]`s by source tokens (see `Translator`)."""
+    from tfattn.serving.translator import non_finite_weights
+
     run = Run(run_dir)
     if not run.exists():
         raise FileNotFoundError(f"Not a run directory (no config.json). Received: model={run_dir!r}")
     config = RunConfig.from_dict(run.read_json("config.json"))
     tokenizers = run.tokenizers()
     model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
-    best = run.path("best")
-    path = newest_readable([p for _, p in run.checkpoint_files() if checkpoint != "best" or os.path.dirname(p) == best],
-                           echo)
-    if path is None:
-        raise FileNotFoundError(f"No {checkpoint} checkpoint in {run_dir}. Received: checkpoint={checkpoint!r}")
-    restore_weights(model, path)
+    path = _restore_newest(model, run, checkpoint, echo)
+    bad = non_finite_weights(model)
+    if bad:
+        raise ValueError(f"Not exporting {path}: its weight {bad} is not finite (NaN or infinity); the run diverged "
+                         f"there. Export another checkpoint (--checkpoint best|latest) or train again with a "
+                         f"smaller --learning-rate. Received: checkpoint={checkpoint!r}")
+    recovered = files.recover_export(out)
+    if recovered:
+        echo(f"{out}: {recovered}")
     translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), accel=accel,
                             replace_unknown=replace_unknown)
-    return export(translator, out)
+    export(translator, out)
+    echo(f"exported step {_step_of(path)} of {run_dir} ({path})")
+    return out
+
+
+RESTORE_ATTEMPTS = 20  # rounds of taking the newest checkpoint again, when a training run rotates them away
+
+
+def _restore_newest(model, run, checkpoint, echo):
+    """Restores into `model` the newest checkpoint of `run` (see `export_run`) that reads back whole;
+    returns its path. One removed while it is read is passed over without a word."""
+    named = set()
+    for _ in range(RESTORE_ATTEMPTS):
+        paths, gone = _checkpoints_of(run, checkpoint), False
+        for path in paths:
+            problem = damage_of(path)
+            if problem is None and _restored(model, path):
+                return path
+            if not _present(path):
+                gone = True  # rotated away by the training process: not damaged
+            elif path not in named:
+                named.add(path)
+                echo(f"skipping the checkpoint {path}: it does not read back ({problem})")
+        if not paths:
+            raise FileNotFoundError(f"No {checkpoint} checkpoint in {run.out}. Received: checkpoint={checkpoint!r}")
+        if not gone:
+            raise ValueError(f"No checkpoint reads back whole (the {len(paths)} named above); train the run again "
+                             f"into a new --out. Received: newest={paths[0]!r}")
+    raise OSError(f"The checkpoints of {run.out} were removed faster than they could be read ({RESTORE_ATTEMPTS} "
+                  f"times); export once training has ended, or pass --checkpoint best. Received: "
+                  f"checkpoint={checkpoint!r}")
+
+
+def _checkpoints_of(run, checkpoint):
+    best = run.path("best")
+    return [p for _, p in run.checkpoint_files() if checkpoint != "best" or os.path.dirname(p) == best]
+
+
+def _restored(model, path):
+    """Restores the weights of the checkpoint at `path` into `model`: True; False if the checkpoint
+    was removed meanwhile (a failure of a checkpoint still there is raised)."""
+    try:
+        restore_weights(model, path)
+    except (tf.errors.OpError, OSError, ValueError, AssertionError):
+        if _present(path):
+            raise
+        return False
+    return True
+
+
+def _present(path):
+    return os.path.exists(path + ".index") and bool(glob.glob(glob.escape(path) + ".data-*"))
+
+
+def _step_of(path):
+    return os.path.basename(path).removeprefix("ckpt-")
 
 
 def run_config_of(model_dir):
-    """The `RunConfig` of a run directory, or of the run an export came from; None if unknown."""
-    for path in (os.path.join(model_dir, "config.json"), os.path.join(model_dir, "..", "config.json")):
+    """The `RunConfig` of a run directory, or of the run whose `export/` `model_dir` is; None if
+    unknown. A `config.json` beside an export that is not a run's `export/` is not read."""
+    parent = os.path.dirname(os.path.abspath(model_dir))
+    candidates = [model_dir] + ([parent] if os.path.isfile(os.path.join(parent, "tokenizers.json")) else [])
+    for path in (os.path.join(directory, "config.json") for directory in candidates):
         if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                return RunConfig.from_dict(json.load(f))
+            return read_run_config(path)
     return None
 
 

@@ -3,6 +3,7 @@ progress, and what a checkpoint must hold to resume at the batch where a run sto
 
 import dataclasses
 import math
+import re
 import sys
 import time
 
@@ -68,8 +69,13 @@ def weights_checkpoint(model):
     return tf.train.Checkpoint(weights=list(model.variables))
 
 
+class DivergedError(ValueError):
+    """The training loss or a weight is not finite (NaN or infinity): the run cannot go on."""
+
+
 def restore_weights(model, path):
     """Restores a model's weights from a checkpoint written by `Trainer.checkpoint`."""
+    check_weights_match(model, path)
     status = weights_checkpoint(model).restore(path)
     status.expect_partial().assert_existing_objects_matched()  # every weight found (optimizer ignored)
     return model
@@ -86,6 +92,26 @@ def evaluate_loss(eval_step, dataset):
         totals["tokens"] += n
     n = max(totals["tokens"], 1)
     return {"loss": totals["loss"] / n, "accuracy": totals["accuracy"] / n}
+
+
+def check_weights_match(model, path, config="the model's config"):
+    """Raises `ValueError` naming the first weight of `model` whose shape differs from the checkpoint
+    at `path`, or that one of them lacks: the model was made from another config (`config` names it)."""
+    shapes = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    saved = {int(m[1]): tuple(shape) for key, shape in shapes.items()
+             if (m := re.fullmatch(r"weights/(\d+)/\.ATTRIBUTES/VARIABLE_VALUE", key))}
+    ensure_built(model)
+    variables = model.variables  # in the order `weights_checkpoint` saves them
+    for i, variable in enumerate(variables):
+        if saved.get(i) != tuple(variable.shape):
+            was = f"shape {saved[i]}" if i in saved else "no such weight"
+            raise ValueError(f"{config} does not match the checkpoint {path}: weight {i}, {variable.path}, has shape "
+                             f"{tuple(variable.shape)} in the model and {was} in the checkpoint (was the config "
+                             f"edited?). Put back the settings the run was trained with. Received: {config!r}")
+    if len(saved) > len(variables):
+        raise ValueError(f"{config} does not match the checkpoint {path}: the model has {len(variables)} weights, the "
+                         f"checkpoint {len(saved)} (was the config edited?). Put back the settings the run was "
+                         f"trained with. Received: {config!r}")
 
 
 class Progress:
@@ -186,6 +212,10 @@ class Trainer:
             each call appends one entry per epoch it runs (an epoch cut by the time budget and
             finished by a later call has two, the second over all its batches) and adds its
             seconds; `padding_fraction` is the share of padding among the label positions.
+
+        Raises:
+            DivergedError: an epoch's training loss is not finite; raised before its validation
+                and callbacks, so that nothing saves its state.
         """
         start = time.perf_counter()
         self._clock = (start, self.history.get("seconds", 0.0))
@@ -193,6 +223,8 @@ class Trainer:
             epoch = int(self.epoch)
             data = dataset(epoch) if callable(dataset) else dataset
             logs, tokens_per_s, finished = self._run_epoch(data, start, on_step)
+            if not math.isfinite(logs["loss"]):  # before anything reads or saves this epoch
+                raise DivergedError(f"The training loss of epoch {epoch} is {logs['loss']} at step {self.step}")
             if validation is not None:
                 logs.update({f"val_{k}": v for k, v in evaluate_loss(self.eval_step, validation).items()})
             for key, value in {**logs, "tokens_per_s": tokens_per_s}.items():
@@ -203,7 +235,7 @@ class Trainer:
                 self.position.assign(0)
             for callback in callbacks:
                 callback(epoch, logs)
-            if not finished or not math.isfinite(logs["loss"]) or _out_of_time(self.config, start):
+            if not finished or _out_of_time(self.config, start):
                 break
         self.history["seconds"], self._clock = self.seconds, None
         return self.history
