@@ -138,7 +138,7 @@ def test_no_accel_exports_the_reference_tier(flags, expected):
     (["evaluate", "--model", "m", "--batch-size", "0"],
      "argument --batch-size: expected an integer >= 1. Received: '0'"),
     (["evaluate", "--model", "m", "--limit", "0"], "argument --limit: expected an integer >= 1. Received: '0'"),
-    (["translate", "--model", "m", "--beam", "-1"], "argument --beam: expected an integer >= 0. Received: '-1'"),
+    (["translate", "--model", "m", "--beam", "-1"], "argument --beam: expected an integer >= 0 and <= 2147483647 (the export clamps it to its vocabulary, at most 64). Received: '-1'"),
     (["train", "--out", "r", "--vocab-size", "4"],
      "argument --vocab-size: expected an integer >= 5 (4 ids are reserved). Received: '4'"),
     (["train", "--out", "r", "--max-length", "2"],
@@ -154,6 +154,18 @@ def test_no_accel_exports_the_reference_tier(flags, expected):
     (["train", "--out", "r", "--epochs", "0"], "argument --epochs: expected an integer >= 1. Received: '0'"),
     (["train", "--out", "r", "--learning-rate", "nan"],
      "argument --learning-rate: expected a number > 0. Received: 'nan'"),
+    (["train", "--out", "r", "--learning-rate", "1e300"],  # finite in Python, inf in float32
+     "argument --learning-rate: expected a number > 0 that float32 holds (from 1.4e-45 to 3.4e38; outside, "
+     "training would compute with inf or 0). Received: '1e300'"),
+    (["train", "--out", "r", "--clip-norm", "1e300"],
+     "argument --clip-norm: expected a number > 0 that float32 holds (from 1.4e-45 to 3.4e38; outside, "
+     "training would compute with inf or 0). Received: '1e300'"),
+    (["train", "--out", "r", "--learning-rate", "1e-300"],  # 0 in float32
+     "argument --learning-rate: expected a number > 0 that float32 holds (from 1.4e-45 to 3.4e38; outside, "
+     "training would compute with inf or 0). Received: '1e-300'"),
+    (["train", "--out", "r", "--time-budget", "9" * 400],  # inf seconds, which JSON cannot hold
+     "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: "
+     f"'{'9' * 400}'"),
     (["train", "--out", "r", "--time-budget", "0s"],
      "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: '0s'"),
     (["train", "--out", "r", "--time-budget", "soon"],
@@ -210,12 +222,13 @@ def test_demo_config_needs_a_positive_time_budget():
 
 def test_resume_refuses_flags_it_would_ignore(tmp_path):
     run = str(tmp_path / "run")
-    result = tfattn("train", "--resume", "--out", run, "--units", "512", "--epochs", "3", "--corpus", "my c.txt",
+    result = tfattn("train", "--resume", "--out", run, "--units", "512", "--epochs", "3", "--format", "tsv",
                     "--no-input-feeding")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "tfattn: error: --resume continues the run with its own settings (config.json); it takes only --epochs, "
-        "--time-budget and --quiet. Received: --corpus 'my c.txt' --no-input-feeding --units 512"
+        "--time-budget, --quiet and --corpus (its corpus file, if moved). Received: --format tsv "
+        "--no-input-feeding --units 512"
     ]
 
 

@@ -7,12 +7,17 @@
     tfattn export --model RUN --out DIR [--replace-unknown]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
+A SavedModel is a program, not data: loading one runs its graph, which can read and write files.
+Give translate and evaluate only exports you trust (your own, or from someone you trust); they warn
+when an export has no tfattn_config.json, that is, when tfattn export did not write it.
+
 Errors a user can fix (a missing file, a directory that is not an export, a bad flag value) print
 one line, `tfattn: error: ...`, and exit with status 2; a file that cannot be written (disk full,
 read-only) prints one line and exits with status 1. Never a traceback.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -38,13 +43,21 @@ def _train(args):
         _check_resume_flags(args)  # before TensorFlow loads
     from tfattn.training.runs import train_run
 
-    summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
-                        echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
-                        time_budget=args.time_budget)
-    print(json.dumps(summary))
+    if args.quiet:  # and no download progress from Keras either (tfattn.data.corpora.download_anki)
+        import keras
+
+        keras.utils.disable_interactive_logging()
+    with _out_of_memory_hint("training"):
+        summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
+                            echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
+                            time_budget=args.time_budget, corpus=args.corpus if args.resume else None)
+    from tfattn.files import strict_json
+
+    print(strict_json(summary))
 
 
-RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet")  # what `train --resume` may be given
+# What `train --resume` may be given; --corpus names where the run's corpus file is now (if moved).
+RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus")
 
 
 def _check_resume_flags(args):
@@ -64,23 +77,79 @@ def _check_resume_flags(args):
             refused.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
     if refused:
         raise ValueError("--resume continues the run with its own settings (config.json); it takes only "
-                         f"--epochs, --time-budget and --quiet. Received: {' '.join(refused)}")
+                         f"--epochs, --time-budget, --quiet and --corpus (its corpus file, if moved). Received: "
+                         f"{' '.join(refused)}")
 
 
-def find_export(model_dir):
-    """A run directory or an export directory -> the export directory; clear error otherwise."""
+def find_export(model_dir, echo=None):
+    """A run directory or an export directory -> the export directory; clear error otherwise.
+
+    What a killed `tfattn export` left there is finished or removed first (`recover_export`), and
+    said through `echo` (stderr by default). A run without an export says how to make one."""
+    echo = echo or (lambda line: print(line, file=sys.stderr))
     for candidate in (model_dir, os.path.join(model_dir, "export")):
+        _recover_export(candidate, echo)
         if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
             return candidate
+    if os.path.isfile(os.path.join(model_dir, "config.json")):
+        raise FileNotFoundError(_no_export_yet(model_dir))
     raise FileNotFoundError(f"Not an export or a run directory with an export (no saved_model.pb in it or "
                             f"in its export/). Received: model={model_dir!r}")
 
 
+def _recover_export(path, echo):
+    from tfattn import files
+
+    try:
+        done = files.recover_export(path)
+    except OSError as error:
+        echo(f"{path}: could not finish what a killed tfattn export left ({files.reason_of(error)})")
+        return
+    if done:
+        echo(f"{path}: {done}")
+
+
+def _no_export_yet(run):
+    """What `translate` or `evaluate` says of a run without an export: in progress, or stopped early."""
+    from tfattn.training.rundir import LOCK, RunInUseError, _Lock
+
+    quoted = shlex.quote(run)
+    try:
+        _Lock(os.path.join(run, LOCK)).refuse_if_held(run)
+    except RunInUseError as error:
+        holder = str(error).partition(" is in use by ")[2].partition("; ")[0]
+        return (f"{run} is a run in progress ({holder}) and has no export yet: it writes one when training ends. "
+                f"To translate with it now, export its latest checkpoint: tfattn export --model {quoted} --out "
+                f"EXPORT --checkpoint latest, then pass --model EXPORT. Received: model={run!r}")
+    return (f"{run} is a run without an export (its training stopped before the end): export its best checkpoint "
+            f"with tfattn export --model {quoted} --out EXPORT, or finish it with tfattn train --resume --out "
+            f"{quoted}. Received: model={run!r}")
+
+
 def _evaluate(args):
     from tfattn import evaluate
-    from tfattn.data.corpora import SPLITS
     path = find_export(args.model)
-    from tfattn.training.runs import load_splits, run_config_of, translate_texts
+    if args.output:
+        _check_output_file(args.output, "--output")  # before the evaluation, not after it
+    from tfattn.training.runs import translate_texts
+
+    pairs = _evaluation_pairs(args)
+    signature, inputs = _signature(path, args.beam)
+    with _out_of_memory_hint("translating"):
+        hyps = translate_texts(signature, [s for s, _ in pairs], args.batch_size, **inputs)
+    result = evaluate.evaluate_texts([s for s, _ in pairs], hyps, [t for _, t in pairs])
+    result.update({"split": args.split, "model": path, "beam": _beam_used(signature, inputs, args.beam)})
+    from tfattn import files
+
+    if args.output:
+        files.write_json(args.output, result)  # whole or not at all; strict JSON (null where not finite)
+    print(files.strict_json(result))
+
+
+def _evaluation_pairs(args):
+    """The `(source, reference)` pairs `evaluate` scores; an empty corpus or split is refused."""
+    from tfattn.data.corpora import SPLITS
+    from tfattn.training.runs import load_splits, run_config_of
 
     corpus = _corpus_config(args) if args.corpus else getattr(run_config_of(args.model), "corpus", None)
     if corpus is None:
@@ -88,22 +157,41 @@ def _evaluate(args):
                          f"model={args.model!r}")
     parts, _ = load_splits(dataclasses.replace(corpus, max_pairs=None))
     pairs = parts[dict(zip(("train", "validation", "test", "val"), SPLITS + ("validation",)))[args.split]]
-    pairs = pairs[: args.limit] if args.limit else pairs
-    signature, inputs = _signature(path, args.beam)
-    hyps = translate_texts(signature, [s for s, _ in pairs], args.batch_size, **inputs)
-    result = evaluate.evaluate_texts([s for s, _ in pairs], hyps, [t for _, t in pairs])
-    result.update({"split": args.split, "model": path, "beam": args.beam})
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=2)
-    print(json.dumps(result))
+    if not pairs:
+        sizes = ", ".join(f"{name} {len(parts[name])}" for name in SPLITS)
+        raise ValueError(f"Nothing to evaluate: the {args.split} split of {corpus.corpus} has no pairs ({sizes}); "
+                         f"pass a larger corpus or another --split. Received: --split {args.split}")
+    return pairs[: args.limit] if args.limit else pairs
+
+
+def _beam_used(signature, inputs, beam):
+    """The beam width the signature decodes with (`translate_beam` clamps it); `beam` (0 or 1) for greedy."""
+    import tensorflow as tf
+
+    if "beam_width" not in inputs:
+        return beam
+    return int(signature(text=tf.constant(["x"]), **inputs)["nbest_text"].shape[1])
+
+
+def _check_output_file(path, flag):
+    """Refuses an output file that cannot be written: a directory, or in a missing or unwritable folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory; pass a file path. Received: {flag} {path!r}")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"No such directory: {folder}; create it first. Received: {flag} {path!r}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise PermissionError(f"Cannot write {path}: permission denied. Received: {flag} {path!r}")
 
 
 def _signature(path, beam):
     import tensorflow as tf
 
-    from tfattn.serving.translator import load
+    from tfattn.serving.translator import CONFIG_FILE, load
 
+    if not os.path.isfile(os.path.join(path, CONFIG_FILE)):
+        print(f"tfattn: warning: {path} has no {CONFIG_FILE}, so tfattn export did not write it. A SavedModel "
+              f"is a program: load only exports you trust.", file=sys.stderr)
     loaded = load(path)
     if beam and beam > 1:
         if "translate_beam" not in loaded.signatures:
@@ -115,25 +203,63 @@ def _signature(path, beam):
 
 def _translate(args):
     path = find_export(args.model)  # before TensorFlow loads: a wrong path fails fast
+    if args.plot:
+        _check_image_path(args.plot, "--plot")  # before any translating
     import tensorflow as tf
+
+    from tfattn.serving.translator import blank_empty_sources
 
     signature, inputs = _signature(path, args.beam)
     replace = _unknown_replacer(path) if args.replace_unknown else None
     texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
     first = None
     for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
-        out = signature(text=tf.constant(batch, tf.string), **inputs)
+        with _out_of_memory_hint("translating"):
+            out = blank_empty_sources(signature(text=tf.constant(batch, tf.string), **inputs))  # older exports too
         if replace is not None:
             out = replace(out)
         sys.stdout.write("".join(_output_lines(out, args.alignments)))
         sys.stdout.flush()
         if first is None:
             first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
-    if args.plot and first is not None:
-        from tfattn.plot import plot_attention, save_figure
+    if args.plot:
+        _plot_first(first, args.plot)
 
-        fig = plot_attention(first["attention"], first["input_tokens"], first["tokens"])
-        print(f"attention plot: {save_figure(fig, args.plot)}", file=sys.stderr)
+
+def _plot_first(first, path):
+    """`translate --plot`: the first sentence's attention heatmap, or one line saying why there is none."""
+    if first is None or not (first["tokens"] != b"").any():
+        what = "there was nothing to translate (no text given)" if first is None else "the first sentence is empty"
+        print(f"tfattn: no attention plot written: {what}. Received: --plot {path!r}", file=sys.stderr)
+        return
+    from tfattn.plot import plot_attention, save_figure
+
+    fig = plot_attention(first["attention"], first["input_tokens"], first["tokens"])
+    print(f"attention plot: {save_figure(fig, path)}", file=sys.stderr)
+
+
+def _check_image_path(path, flag):
+    """Refuses an image path whose extension matplotlib cannot write (no extension: .png is added)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = os.path.splitext(path)[1].lower().lstrip(".")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise ValueError(f"{flag} {path}: cannot write .{suffix} images; use one of "
+                         f"{', '.join('.' + f for f in sorted(formats))}. Received: {flag} {path!r}")
+
+
+@contextlib.contextmanager
+def _out_of_memory_hint(doing):
+    """Turns TensorFlow's out-of-memory error (or Python's) while `doing` into one line with a hint."""
+    import tensorflow as tf
+
+    try:
+        yield
+    except (tf.errors.ResourceExhaustedError, MemoryError) as error:
+        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        raise MemoryError(f"Out of memory while {doing} ({reason}): try a smaller --batch-size, --beam or "
+                          f"--units") from None
 
 
 def _output_lines(out, alignments):
@@ -368,8 +494,12 @@ def _add_optimization_flags(o):
 
 def _add_model_parser(sub, name, help, description):
     p = sub.add_parser(name, help=help, description=description)
-    p.add_argument("--model", required=True, help="a run directory or an export directory")
-    p.add_argument("--beam", type=non_negative_int, default=0, help="beam width; 0 or 1: greedy (default: 0)")
+    p.add_argument("--model", required=True,
+                   help="a run directory or an export directory. A SavedModel is a program: load only exports "
+                        "you trust (made by tfattn export, or from someone you trust)")
+    p.add_argument("--beam", type=at_least(0, " (the export clamps it to its vocabulary, at most 64)", 2**31 - 1),
+                   default=0, help="beam width; 0 or 1: greedy; clamped to the target vocabulary, at most 64 "
+                                   "(default: 0)")
     p.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                    help="TensorFlow's inter-op and intra-op thread counts (0: its default). On a small CPU, "
                         "2,1 (one thread per op, two ops at a time) decodes faster; see the README's "
@@ -377,15 +507,16 @@ def _add_model_parser(sub, name, help, description):
     return p
 
 
-def at_least(minimum, why=""):
-    """An argparse type: an int >= `minimum` (`why`, if given, says why in the error)."""
+def at_least(minimum, why="", maximum=None):
+    """An argparse type: an int >= `minimum` (`why`, if given, says why in the error), and <= `maximum` if given."""
     def count(value):
         try:
             number = int(value)
         except ValueError:
             number = None
-        if number is None or number < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}{why}. Received: {value!r}")
+        if number is None or number < minimum or (maximum is not None and number > maximum):
+            bound = f"an integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+            raise argparse.ArgumentTypeError(f"expected {bound}{why}. Received: {value!r}")
         return number
 
     return count
@@ -398,14 +529,21 @@ MIN_VOCAB_SIZE = 5
 MIN_MAX_LENGTH = 3  # [START], one token, [END] (tfattn.data.text.Tokenizer)
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # training runs in float32: a larger number is infinite there
+FLOAT32_TINY = 1.401298464324817e-45  # and a smaller one is 0
+
+
 def positive_float(value):
-    """An argparse type: a finite number > 0."""
+    """An argparse type: a number > 0 that float32, the training dtype, holds as finite and non-zero."""
     try:
         number = float(value)
     except ValueError:
         number = math.nan
     if not (math.isfinite(number) and number > 0):
         raise argparse.ArgumentTypeError(f"expected a number > 0. Received: {value!r}")
+    if not FLOAT32_TINY <= number <= FLOAT32_MAX:
+        raise argparse.ArgumentTypeError(f"expected a number > 0 that float32 holds (from 1.4e-45 to 3.4e38; "
+                                         f"outside, training would compute with inf or 0). Received: {value!r}")
     return number
 
 
@@ -414,18 +552,28 @@ def duration(value):
     match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", value)
     parts = match.groups() if match else ()  # hours, minutes, seconds; None where absent
     seconds = sum(unit * float(part) for unit, part in zip((3600, 60, 1), parts) if part)
-    if not seconds > 0:  # also no match, and an empty string
+    if not (seconds > 0 and math.isfinite(seconds)):  # also no match, and an empty string
         raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). "
                                          f"Received: {value!r}")
     return seconds
 
 
 def threads(value):
-    """`"INTER,INTRA"` -> `(inter, intra)`, two ints >= 0 (argparse type of `--threads`)."""
+    """`"INTER,INTRA"` -> `(inter, intra)`, two ints >= 0 (argparse type of `--threads`), each at most
+    `MAX_THREADS_PER_CPU` per CPU of the machine: TensorFlow aborts the process when it cannot start
+    the threads asked for."""
     parts = value.split(",")
     if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
         raise argparse.ArgumentTypeError(f"expected two counts >= 0 as INTER,INTRA, e.g. 2,1. Received: {value!r}")
-    return tuple(int(part) for part in parts)
+    counts = tuple(int(part) for part in parts)
+    most = MAX_THREADS_PER_CPU * (os.cpu_count() or 1)
+    if max(counts) > most:
+        raise argparse.ArgumentTypeError(f"expected counts of at most {most} ({MAX_THREADS_PER_CPU} per CPU; this "
+                                         f"machine has {os.cpu_count() or 1}). Received: {value!r}")
+    return counts
+
+
+MAX_THREADS_PER_CPU = 8
 
 
 def set_threads(counts):
@@ -444,7 +592,7 @@ def set_threads(counts):
 def build_parser():
     parser = argparse.ArgumentParser(prog="tfattn", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n")[1])
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:3]))
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_demo_parser, _add_train_parser, _add_evaluate_parser, _add_translate_parser,
                 _add_export_parser, _add_plot_parser):
@@ -508,7 +656,9 @@ def _add_export_parser(sub):
     ex = sub.add_parser("export", help="export a run's checkpoint as a SavedModel",
                         description="Write a SavedModel (translate signatures, tokenizers inside) from a run.")
     ex.add_argument("--model", required=True, help="run directory")
-    ex.add_argument("--out", required=True, help="export directory to write")
+    ex.add_argument("--out", required=True,
+                    help="export directory to write: new, empty or an earlier export; files in it that the "
+                         "export does not write are kept, and a symlink is written through")
     ex.add_argument("--checkpoint", choices=("best", "latest"), default="best", help="default: best")
     ex.add_argument("--no-accel", dest="accel", action="store_false", default=None,
                     help="export the reference tier's decoding (the layers' own calls) instead of the fast "
@@ -533,6 +683,7 @@ def _add_plot_parser(sub):
 
 def main(argv=None):
     from tfattn.files import WriteError
+    from tfattn.training.rundir import Terminated
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
@@ -546,10 +697,12 @@ def main(argv=None):
     except BrokenPipeError:  # the reader of stdout went away (`tfattn translate < big.txt | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         return 1
-    except WriteError as e:  # the machine's fault (disk full, read-only), not the command's
+    except (WriteError, MemoryError) as e:  # the machine's fault (disk full, read-only, memory), not the command's
         parser.exit(1, f"tfattn: error: {e}\n")
     except (FileNotFoundError, FileExistsError, ValueError, OSError) as e:
         parser.exit(2, f"tfattn: error: {e}\n")
+    except Terminated:  # SIGTERM during training, saved like Ctrl-C (tfattn.training.runs)
+        parser.exit(143, "tfattn: terminated\n")
     except KeyboardInterrupt:
         parser.exit(130, "tfattn: interrupted\n")
     return 0

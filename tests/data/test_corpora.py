@@ -411,10 +411,11 @@ def test_download_anki_from_file_url_extracts_and_caches(tmp_path, capsys):
     path = corpora.download_anki(archive.as_uri(), cache_dir=str(cache))
     assert Path(path) == cache / "datasets" / "spa-eng.zip" / "spa-eng" / "spa.txt"
     assert corpora.load_anki(path).pairs == [("Ve.", "Go."), ("Hola.", "Hi.")]
-    assert "Downloading data from file://" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "Downloading data from file://" in captured.err and captured.out == ""  # stdout is for results
     archive.unlink()  # The second call must be served from the cache.
     assert corpora.download_anki(archive.as_uri(), cache_dir=str(cache)) == path
-    assert "Downloading" not in capsys.readouterr().out
+    assert "Downloading" not in capsys.readouterr().err
 
 
 def test_load_corpus_url(tmp_path):
@@ -460,6 +461,40 @@ def test_download_anki_of_a_file_that_is_not_a_zip(tmp_path, recwarn):
     with pytest.raises(ValueError, match=r"spa\.txt is not a zip archive; a URL corpus must be"):
         corpora.download_anki(path.as_uri(), cache_dir=str(tmp_path / "cache"))
     assert not [w for w in recwarn if "Could not extract" in str(w.message)]  # the error says it
+
+
+@pytest.mark.parametrize("members", [None, {"a.txt": "Go.\tVe.\n", "b.txt": "Hi.\tHola.\n"}])
+def test_a_refused_download_leaves_nothing_in_the_cache(tmp_path, members):
+    """Not a zip (a text file), or a zip without one sentence-pair file: no `*_archive` file, no folder."""
+    source = write_zip(tmp_path / "two.zip", members) if members else write_anki(tmp_path / "spa.txt")
+    cache = tmp_path / "cache"
+    with pytest.raises(ValueError):
+        corpora.download_anki(source.as_uri(), cache_dir=str(cache))
+    assert list((cache / "datasets").iterdir()) == []
+
+
+def test_a_file_that_is_not_a_regular_file_is_named_for_what_it_is(tmp_path):
+    os.mkfifo(tmp_path / "pipe.txt")
+    with pytest.raises(ValueError, match=r"pipe\.txt is a pipe \(such as <\(command\)\); a corpus is read more"):
+        corpora.load_corpus(str(tmp_path / "pipe.txt"))
+    os.symlink(tmp_path / "b.txt", tmp_path / "a.txt")
+    os.symlink(tmp_path / "a.txt", tmp_path / "b.txt")
+    with pytest.raises(FileNotFoundError, match=r"a\.txt is a symbolic link loop"):
+        corpora.load_corpus(str(tmp_path / "a.txt"))
+    os.symlink(tmp_path / "gone.txt", tmp_path / "dangling.txt")
+    with pytest.raises(FileNotFoundError, match=r"dangling\.txt is a symbolic link to .*gone\.txt, which does not"):
+        corpora.load_corpus(str(tmp_path / "dangling.txt"))
+
+
+@pytest.mark.parametrize("name,format", [("spa.txt.gz", None), ("spa.txt", None), ("spa.gz", "anki"),
+                                         ("spa.tsv", "tsv")])
+def test_a_gzip_corpus_is_named_as_gzip(tmp_path, name, format):
+    import gzip
+
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(write_anki(tmp_path / "plain.txt").read_bytes()))
+    with pytest.raises(ValueError, match=rf"{name} is gzip-compressed; .* \(gunzip -k "):
+        corpora.load_corpus(str(path), format=format)
 
 
 def test_download_anki_needs_exactly_one_txt(tmp_path):

@@ -26,8 +26,11 @@ split_of(lines[0].index)  # 'test'
 ```
 """
 
+import errno
 import os
 import pathlib
+import shlex
+import stat
 import typing
 
 from tfattn import files
@@ -114,9 +117,36 @@ def require_file(path):
             f"aligned SPLIT.LANG files, --format parallel. Received: path={str(path)!r}"
         )
     if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"No such corpus file: {os.path.abspath(path)}. Received: path={str(path)!r}"
+        raise _not_a_file(path)
+    with open(path, "rb") as file:
+        compressed = file.read(2) == _GZIP_MAGIC
+    if compressed:
+        raise ValueError(
+            f"{os.path.abspath(path)} is gzip-compressed; a corpus is read as plain text: unpack it first "
+            f"(gunzip -k {shlex.quote(str(path))}) and pass the file it writes. Received: path={str(path)!r}"
         )
+
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _not_a_file(path):
+    """The error for a `path` that is not a regular file (and not a directory): a pipe or device, a
+    symbolic link that loops or leads nowhere, or nothing at all."""
+    where, received = os.path.abspath(path), f"Received: path={str(path)!r}"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return FileNotFoundError(f"{where} is a symbolic link loop (links that lead back to each other); "
+                                     f"point it at the corpus file. {received}")
+        if os.path.islink(path):
+            return FileNotFoundError(f"{where} is a symbolic link to {os.readlink(path)}, which does not "
+                                     f"exist. {received}")
+        return FileNotFoundError(f"No such corpus file: {where}. {received}")
+    kind = "a pipe (such as <(command))" if stat.S_ISFIFO(mode) else "not a regular file (a device or socket)"
+    return ValueError(f"{where} is {kind}; a corpus is read more than once, so it must be a regular file: "
+                      f"save it first (e.g. command > corpus.txt) and pass that. {received}")
 
 
 def text_encoding(path):

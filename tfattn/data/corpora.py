@@ -21,10 +21,13 @@ len(splits["test"])       # 2380
 ```
 """
 
+import contextlib
 import dataclasses
 import os
 import pathlib
 import re
+import shutil
+import sys
 import urllib.error
 import urllib.parse
 import warnings
@@ -435,14 +438,36 @@ def download_anki(url=ANKI_SPA_URL, cache_dir=None):
     >>> load_anki(path).summary()  # doctest: +SKIP
     'spa.txt: 118964 lines read, 0 skipped'
     """
-    import keras
-
     if cache_dir is not None:  # get_file silently falls back to /tmp/.keras for a missing dir.
         os.makedirs(cache_dir, exist_ok=True)
+    extracted = _fetch(url, cache_dir)
     try:
-        with warnings.catch_warnings():  # "Could not extract archive": the error below says so
-            warnings.filterwarnings("ignore", "Could not extract archive")
-            extracted = keras.utils.get_file(origin=url, extract=True, cache_dir=cache_dir)
+        if not os.path.exists(extracted):  # get_file only warns when the file is not an archive
+            raise ValueError(
+                f"{url} is not a zip archive; a URL corpus must be an Anki zip holding one "
+                f"<lang>.txt. Received: url={url!r}"
+            )
+        if os.path.isfile(extracted):  # Keras before 3.6 returned the archive, extracted beside it.
+            extracted = os.path.dirname(extracted)
+        return str(find_anki_file(extracted))
+    except ValueError:  # a refused download leaves nothing in the cache
+        for leftover in (extracted, f"{extracted}_archive"):
+            if os.path.isdir(leftover):
+                shutil.rmtree(leftover, ignore_errors=True)
+            elif os.path.lexists(leftover):
+                os.remove(leftover)
+        raise
+
+
+def _fetch(url, cache_dir):
+    """`keras.utils.get_file(url, extract=True)`; its progress goes to stderr (stdout is for results;
+    none at all while Keras' interactive logging is off, as under `tfattn train --quiet`)."""
+    import keras
+
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+            warnings.filterwarnings("ignore", "Could not extract archive")  # the caller's error says so
+            return keras.utils.get_file(origin=url, extract=True, cache_dir=cache_dir)
     except Exception as error:  # get_file raises a bare Exception("URL fetch failure ...")
         cause = error.__context__  # the urllib error, if that was it
         http = isinstance(cause, urllib.error.HTTPError)  # "HTTP Error 404: Not Found"
@@ -450,14 +475,6 @@ def download_anki(url=ANKI_SPA_URL, cache_dir=None):
         raise OSError(
             f"Cannot download the corpus from {url}: {reason}. Received: url={url!r}"
         ) from error
-    if not os.path.exists(extracted):  # get_file only warns when the file is not an archive
-        raise ValueError(
-            f"{url} is not a zip archive; a URL corpus must be an Anki zip holding one "
-            f"<lang>.txt. Received: url={url!r}"
-        )
-    if os.path.isfile(extracted):  # Keras before 3.6 returned the archive, extracted beside it.
-        extracted = os.path.dirname(extracted)
-    return str(find_anki_file(extracted))
 
 
 def split_pairs(pairs):
@@ -557,8 +574,8 @@ def load_corpus(spec, format=None, strict=False, **kw):
             f"spa-eng/spa.txt), or pass its file:// URL ({pathlib.Path(spec).resolve().as_uri()}) "
             f"to have it extracted into the Keras cache. Received: spec={spec!r}"
         )
-    if format != "parallel" and os.path.isdir(spec):
-        require_file(spec)  # says it is a directory, and what it holds
+    if format != "parallel" and not _is_url(spec) and (os.path.lexists(spec) or os.path.isdir(spec)):
+        require_file(spec)  # says it is a directory, a pipe, a link loop or gzip, before guessing a format
     format = _resolve_format(spec, format)
     if format == "parallel":
         return _load_parallel_prefix(spec, strict, **kw)
