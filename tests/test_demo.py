@@ -20,6 +20,7 @@ EPOCHS = 3  # of 235 steps: 30,000 pairs in batches of 128
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("attention", ["luong", "bahdanau"])
 def test_the_demo_reads_99_percent_of_held_out_dates_after_705_steps(attention, tmp_path):
     config = demo.DemoConfig(attention=attention, epochs=EPOCHS, time_budget=None, out_dir=str(tmp_path), seed=0)

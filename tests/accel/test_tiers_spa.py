@@ -4,8 +4,8 @@ A word-level Bahdanau model is trained briefly on the fixed TRAIN split (by a fi
 not by time, so that every run trains the same model), exported once with `accel=True` and once with
 `accel=False`, and both exports, reloaded from disk, translate all 2,380 TEST sentences with greedy
 decoding and with beam 4 (best texts, scores and the n-best lists). Its target vocabulary has more
-than 1,024 words, so the fast tier's beam search takes its blocked top-k. Marked slow: `make test`
-and `.ci/run` run it.
+than 1,024 words, so the fast tier's beam search takes its blocked top-k. Marked slow and long:
+`make test-long` runs it, and `.ci/run` runs that.
 """
 
 import numpy as np
@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from conftest import shared_data
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,12 @@ def test_bad_inputs_give_results_not_errors(exported_dates, dates_translator, na
     assert out["input_tokens"].shape[1] == max_in  # the 10,000 characters are truncated
     assert out["input_tokens"][4, 0] == b"[START]" and out["input_tokens"][4, max_in - 1] == b"[END]"
     assert out["input_tokens"][2].tolist()[:3] == [b"[START]", b"[END]", b""]  # "" -> markers only
+    blank = (out["input_tokens"] != b"").sum(axis=1) == 2  # [START] and [END] only: no source token
+    assert blank.tolist()[2:4] == [True, True]  # "" and "   "
     for i, length in enumerate(out["length"]):
+        if blank[i]:  # an empty translation (issue 31): no tokens, no text
+            assert length == 0 and out["text"][i] == b"" and (out["tokens"][i] == b"").all()
+            continue
         assert 1 <= length <= 14
         assert out["tokens"][i, length - 1] == b"[END]" and (out["tokens"][i, length:] == b"").all()
 
