@@ -45,10 +45,20 @@ def accel_scope(enabled):
         set_accel(before)
 
 
-def resolve_accel(accel):
-    """`accel` as a bool: `None` follows the switch; `True` or `False` wins over it."""
+def resolve_accel(accel, model=None):
+    """`accel` as a bool: `None` follows the switch; `True` or `False` wins over it.
+
+    With a `model`, the fast tier is chosen only if it has code for every part of that model
+    (`tfattn.accel.seq2seq.supports`): the Transformer, the no-attention baseline and the local and
+    hard attentions run the reference tier whatever the switch says. This is the one place that
+    decides which tier runs.
+    """
     if accel is None:
-        return accel_enabled()
+        accel = accel_enabled()
     if not isinstance(accel, bool):
         raise ValueError(f"accel must be True, False or None (follow tfattn.config). Received: accel={accel!r}")
+    if accel and model is not None:
+        from tfattn.accel.seq2seq import supports  # imported here: the switch itself needs no TensorFlow
+
+        return supports(model)
     return accel

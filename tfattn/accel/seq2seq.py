@@ -13,6 +13,8 @@ default) and the reference calls otherwise.
 from tfattn.accel import attention as fast_attention
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import encoder as fast_encoder
+from tfattn.layers.decoder import Decoder
+from tfattn.layers.encoder import Encoder
 
 
 def forward(model, source, target_in, training=False):
@@ -28,6 +30,20 @@ def encode(model, source):
 
 
 stepper = fast_decoder.stepper
+
+
+def supports(model):
+    """Whether the fast tier has code for every part of `model`.
+
+    It has for a `Seq2Seq` of an RNN `Encoder` and a `Decoder` whose attention is soft and global
+    (any `ScoredAttention` it does not know is called as the layer itself). Every other model runs
+    the reference tier: `tfattn.config.resolve_accel(accel, model)` asks this.
+    """
+    encoder, decoder = getattr(model, "encoder", None), getattr(model, "decoder", None)
+    if not isinstance(encoder, Encoder) or not isinstance(decoder, Decoder):
+        return False
+    layer = decoder.attention_layer
+    return getattr(layer, "local", None) is None and getattr(layer, "probability", "soft") == "soft"
 
 
 class Stepping:

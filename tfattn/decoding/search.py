@@ -59,7 +59,7 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=N
             while tracing (a tensor fed at run time is checked by the graph instead).
     """
     strategy = Sampling(temperature, top_k, seed)
-    return dynamic_decode(_tier(model, resolve_accel(accel)), source, strategy, config or DecodeConfig())
+    return dynamic_decode(_tier(model, resolve_accel(accel, model)), source, strategy, config or DecodeConfig())
 
 
 def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalty=0.0, n_best=None,
@@ -97,7 +97,7 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
 
 def _decode(model, source, strategy, config, accel):
     """`dynamic_decode` of the reference tier, or `tfattn.accel.decoding.decode` of the fast tier."""
-    accel = resolve_accel(accel)
+    accel = resolve_accel(accel, model)
     model = _tier(model, accel)
     if not accel:
         return dynamic_decode(model, source, strategy, config)

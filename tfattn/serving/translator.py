@@ -100,7 +100,7 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.decode_config = decode_config or DecodeConfig(max_length=target_tokenizer.max_length)
         self.config = dict(config or {})
-        self.accel = accel = resolve_accel(accel)
+        self.accel = accel = resolve_accel(accel, model)
         self.replace_unknown = bool(replace_unknown)
         self.decoding_weights = {}
         variables = model.variables

@@ -45,7 +45,7 @@ def build(model, optimizer=None):
 def forward_and_loss(model, source, target, training, accel=None):
     """Teacher-forced logits `(batch, t_out, vocab)` and the masked loss of one batch."""
     target_in, target_out = target[:, :-1], target[:, 1:]  # (batch, t_out) each
-    if resolve_accel(accel):
+    if resolve_accel(accel, model):
         logits, _ = fast.forward(model, source, target_in, training=training)
         return logits, fast_losses.masked_loss(target_out, logits)
     logits, _ = model((source, target_in), training=training)
@@ -60,9 +60,10 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=None):
         optimizer: a Keras optimizer.
         clip_norm: float. Gradients are clipped to this global norm.
         accel: bool or None. Run the fast tier (`tfattn.accel`) rather than the reference.
-            Defaults to `None`: `tfattn.config.accel_enabled()` when the step is made.
+            Defaults to `None`: `tfattn.config.accel_enabled()` when the step is made. A model the
+            fast tier has no code for runs the reference tier (`tfattn.config.resolve_accel`).
     """
-    accel = resolve_accel(accel)
+    accel = resolve_accel(accel, model)
     build(model, optimizer)
     variables = model.trainable_variables
 
@@ -83,7 +84,7 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=None):
 
 def make_eval_step(model, accel=None):
     """Returns `eval_step(source, target) -> {"loss", "accuracy", "tokens"}` (teacher-forced, no update)."""
-    accel = resolve_accel(accel)
+    accel = resolve_accel(accel, model)
     build(model)
 
     @tf.function(input_signature=BATCH_SIGNATURE)

@@ -161,7 +161,7 @@ class Trainer:
     def __init__(self, model, config=None, quiet=False):
         self.model = model
         config = config or TrainConfig()
-        self.config = dataclasses.replace(config, accel=resolve_accel(config.accel))  # fixed for the run
+        self.config = dataclasses.replace(config, accel=resolve_accel(config.accel, model))  # fixed for the run
         keras.utils.set_random_seed(self.config.seed)
         self.optimizer = make_optimizer(self.config, self.config.accel)
         self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm, self.config.accel)
