@@ -154,3 +154,35 @@ def test_save_figure_writes_png(tmp_path):
     path = plot.save_figure(fig, tmp_path / "deep" / "dir" / "attention.png")
     assert path.exists() and path.stat().st_size > 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_local_windows_are_marked_where_the_positions_say():
+    weights = np.zeros((2, 6))
+    weights[0, :3], weights[1, 2:5] = 1 / 3, 1 / 3
+    fig = plot.plot_attention(weights, list("abcdef"), ["x", "y"], positions=[1.0, 3.4], window=1)
+    ax = fig.axes[0]
+    crosses = [line for line in ax.lines if line.get_label() == "p_t"]
+    assert len(crosses) == 1
+    np.testing.assert_allclose(crosses[0].get_xdata(), [1.0, 3.4])
+    np.testing.assert_allclose(crosses[0].get_ydata(), [0, 1])
+    (segments,) = [c.get_segments() for c in ax.collections if hasattr(c, "get_segments")]
+    # Rows 0 and 1: [p - D, p + D] = [0, 2] and [2.4, 4.4], each widened by half a cell.
+    np.testing.assert_allclose([s[:, 0] for s in segments], [[-0.5, 2.5], [1.9, 4.9]])
+
+
+def test_window_without_positions_is_refused():
+    with pytest.raises(ValueError, match="positions"):
+        plot.plot_attention(np.eye(2), ["a", "b"], ["x", "y"], window=2)
+
+
+def test_heads_draw_one_panel_per_layer_and_head():
+    heads = np.random.default_rng(0).random((2, 3, 2, 4))  # (layers, heads, t_out, t_in)
+    fig = plot.plot_heads(heads, ["a", "b", "c", ""], ["x", "y"])
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == [f"layer {l}, head {h}" for l in (1, 2) for h in (1, 2, 3)]
+    # Padding cropped: 3 source tokens, and the last panel shows the last head's weights.
+    np.testing.assert_allclose(fig.axes[-1].images[0].get_array(), heads[1, 2, :, :3])
+    one_layer = plot.plot_heads(heads[0], ["a", "b", "c", "d"], ["x", "y"])
+    assert [ax.get_title() for ax in one_layer.axes] == ["head 1", "head 2", "head 3"]
+    with pytest.raises(ValueError, match="heads"):
+        plot.plot_heads(np.ones((2, 2)), ["a", "b"], ["x", "y"])

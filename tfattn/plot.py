@@ -76,10 +76,12 @@ def crop_attention(attention, input_tokens, output_tokens):
     return attention[:t_out, :t_in], input_tokens[:t_in], output_tokens[:t_out]
 
 
-def plot_attention(attention, input_tokens, output_tokens, ax=None, title=None):
+def plot_attention(attention, input_tokens, output_tokens, ax=None, title=None, positions=None, window=None,
+                   colorbar=True):
     """Heatmap of attention weights: source tokens along x, output tokens along y.
 
-    Padding is cropped first, see `crop_attention`.
+    Padding is cropped first, see `crop_attention`. Hard attention's one-hot rows and the zeros of
+    the no-attention baseline draw as they are; for local attention pass the window's centres.
 
     Args:
         attention: array-like `(t_out, t_in)`; NumPy, lists or an eager `tf.Tensor`.
@@ -87,6 +89,11 @@ def plot_attention(attention, input_tokens, output_tokens, ax=None, title=None):
         output_tokens: sequence of str or bytes of length `>= t_out` (may be padded with `""`).
         ax: `matplotlib.axes.Axes` to draw in, or `None` for a new figure. Defaults to `None`.
         title: str or `None`. Defaults to `None`.
+        positions: optional array-like `(t_out,)`: local attention's centre `p_t` of each output
+            row, in source positions (`LuongAttention.predict_positions`), marked with a cross.
+        window: optional int, local attention's half width `D`: the window `[p_t - D, p_t + D]`
+            is outlined around each cross. Needs `positions`.
+        colorbar: bool. Draw a colour bar. Defaults to `True`.
 
     Returns:
         `matplotlib.figure.Figure`, `ax.figure` when `ax` is given.
@@ -110,10 +117,60 @@ def plot_attention(attention, input_tokens, output_tokens, ax=None, title=None):
     ax.set_yticks(range(t_out), labels=output_tokens)
     ax.set_xlabel("source")
     ax.set_ylabel("output")
+    if positions is not None:
+        _mark_windows(ax, _to_numpy(positions).astype(float).reshape(-1)[:t_out], window, t_in)
+    elif window is not None:
+        raise ValueError("window outlines local attention's windows around positions: pass positions too. "
+                         "Received: positions=None")
     if title is not None:
         ax.set_title(title)
-    ax.figure.colorbar(image, ax=ax, label="attention weight")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="attention weight")
     return ax.figure
+
+
+def _mark_windows(ax, positions, window, t_in):
+    """Crosses at `(p_t, t)` and, with a `window`, the outline of `[p_t - D, p_t + D]` on each row."""
+    rows = np.arange(len(positions))
+    ax.plot(positions, rows, "x", color="red", markersize=7, label="p_t")
+    if window is not None:
+        low, high = np.clip(positions - window, 0, t_in - 1), np.clip(positions + window, 0, t_in - 1)
+        ax.hlines(rows, low - 0.5, high + 0.5, colors="red", linewidth=0.8, alpha=0.6)
+    ax.set_xlim(-0.5, t_in - 0.5)
+
+
+def plot_heads(attention, input_tokens, output_tokens, title=None):
+    """One heatmap per attention head: `(heads, t_out, t_in)` in a row, or `(layers, heads, t_out,
+    t_in)` in a grid with one row per layer (a Transformer's cross-attention).
+
+    Args:
+        attention: array-like `(heads, t_out, t_in)` or `(layers, heads, t_out, t_in)`.
+        input_tokens, output_tokens: as `plot_attention` takes them; padding is cropped.
+        title: str or `None`, over the whole figure. Defaults to `None`.
+
+    Returns:
+        `matplotlib.figure.Figure`.
+    """
+    from matplotlib.figure import Figure
+
+    weights = _to_numpy(attention).astype(float)
+    if weights.ndim == 3:
+        weights = weights[None]
+    if weights.ndim != 4 or 0 in weights.shape[:2]:
+        raise ValueError(f"attention must be (heads, t_out, t_in) or (layers, heads, t_out, t_in). "
+                         f"Received: attention.shape={_to_numpy(attention).shape!r}")
+    layers, heads = weights.shape[:2]
+    _, source, output = crop_attention(weights[0, 0], input_tokens, output_tokens)
+    fig = Figure(figsize=(1.0 + (1.0 + 0.35 * len(source)) * heads, 0.6 + (0.8 + 0.3 * len(output)) * layers),
+                 layout="constrained")
+    axes = np.asarray(fig.subplots(layers, heads, squeeze=False))
+    for layer in range(layers):
+        for head in range(heads):
+            name = f"head {head + 1}" if layers == 1 else f"layer {layer + 1}, head {head + 1}"
+            plot_attention(weights[layer, head], source, output, ax=axes[layer, head], title=name, colorbar=False)
+    if title is not None:
+        fig.suptitle(title)
+    return fig
 
 
 def _history_dict(history):
