@@ -197,7 +197,8 @@ def _luong_parallel(decoder, embedded, state, memory, weights, training):
     elif training and decoder.rnn == "gru":  # its backward pass written out (see `loops`)
         [(h, _)] = loops.gru([(gates_x, state["h"], weights, False)])
     else:
-        (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, state, 1)
+        recurrent = {k: state[k] for k in ("h", "c") if k in state}  # not local-m's "position"
+        (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, recurrent, 1)
     positions = tf.range(tf.shape(h)[1]) if decoder.tracks_position else None  # (t_out,): steps 0, 1, ...
     context, attention = fast_attention.attend(decoder.attention_layer, h, memory, positions)  # (batch, t_out, dv), (.., t_in)
     return _hidden(ops.concatenate([context, h], axis=-1), weights), attention  # (batch, t_out, units)
