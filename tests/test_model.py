@@ -229,7 +229,7 @@ def test_untrained_loss_is_about_ln_vocab(attention):
     "field, value",
     [
         ("attention", "transformer"),
-        ("score", "cosine"),
+        ("score", "bilinear"),
         ("embedding_dim", 0),
         ("units", -8),
         ("units", 8.0),

@@ -52,3 +52,63 @@ def np_attention(scores, value, mask=None):
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights = e / e.sum(axis=-1, keepdims=True)
     return weights @ value.astype("float64"), weights
+
+
+# -- the attention zoo: cosine score, local attention, hard attention ---------------------------------
+# Luong, Pham, Manning 2015 (arXiv 1508.04025), section 3.2 and eq. 9-10 (local-m, local-p); the cosine
+# of Graves et al. 2014 (arXiv 1410.5401, eq. 6); Xu et al. 2015 (arXiv 1502.03044), section 4.1 (hard).
+
+
+def np_cosine_scores(gain, query, key):
+    """`gain * q . k / (|q| |k|)` `(batch, t_q, t_in)` in float64; a zero vector has cosine 0 with anything."""
+    def unit(x):
+        x = x.astype("float64")
+        norm = np.linalg.norm(x, axis=-1, keepdims=True)
+        return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+    return float(gain) * np.einsum("bqd,bkd->bqk", unit(query), unit(key))
+
+
+def np_source_lengths(mask, batch, t_in):
+    """S, the number of real source positions of each sentence `(batch,)`."""
+    return np.full(batch, float(t_in)) if mask is None else mask.sum(-1).astype("float64")
+
+
+def np_aligned_positions(local, query, lengths, positions=None, w_p=None, v_p=None):
+    """p_t `(batch, t_q)`. local-m: p_t = t clipped to [0, S-1]; local-p (eq. 9): p_t = S sigmoid(v_p^T tanh(W_p h_t))."""
+    batch, t_q = query.shape[:2]
+    if local == "m":
+        t = np.broadcast_to(np.arange(t_q) if positions is None else positions, (batch, t_q)).astype("float64")
+        return np.clip(t, 0.0, np.maximum(lengths - 1.0, 0.0)[:, None])
+    aligned = np.tanh(query.astype("float64") @ w_p) @ v_p  # (batch, t_q)
+    return lengths[:, None] / (1.0 + np.exp(-aligned))
+
+
+def np_local_attention(scores, value, mask, local, window, p):
+    """Local attention, one (sentence, query) at a time: the softmax over the real positions s with
+    |s - round(p_t)| <= D (p_t rounded half up; the paper's window [p_t - D, p_t + D] of 2D + 1
+    positions), zero elsewhere; local-p multiplies by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2
+    (eq. 10). Returns context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)` in float64."""
+    batch, t_q, t_in = scores.shape
+    weights = np.zeros((batch, t_q, t_in))
+    for b in range(batch):
+        for q in range(t_q):
+            centre = np.floor(p[b, q] + 0.5)
+            inside = [s for s in range(t_in) if abs(s - centre) <= window and (mask is None or mask[b, s])]
+            if not inside:
+                continue
+            e = np.exp(scores[b, q, inside] - scores[b, q, inside].max())
+            weights[b, q, inside] = e / e.sum()
+            if local == "p":
+                sigma = window / 2.0
+                weights[b, q, inside] *= np.exp(-((np.array(inside) - p[b, q]) ** 2) / (2 * sigma**2))
+    return weights @ value.astype("float64"), weights
+
+
+def np_hard(weights):
+    """Hard attention at inference: one-hot of each row's argmax `(batch, t_q, t_in)`; an all-zero row stays zero."""
+    one_hot = np.zeros_like(weights)
+    rows = weights.max(-1) > 0
+    idx = np.argmax(weights, axis=-1)
+    b, q = np.nonzero(rows)
+    one_hot[b, q, idx[b, q]] = 1.0
+    return one_hot

@@ -257,9 +257,9 @@ def test_key_defaults_to_value(variant):
 
 def test_unknown_score_names_the_value_and_the_choices():
     with pytest.raises(ValueError) as error:
-        LuongAttention("cosine")
+        LuongAttention("bilinear")
     message = str(error.value)
-    assert "score='cosine'" in message
+    assert "score='bilinear'" in message
     assert all(repr(score) in message for score in SCORES)
 
 

@@ -28,6 +28,16 @@ CASES = {
     "luong-feed-dot-gru": ("luong", True, "gru", lambda: LuongAttention("dot", scale=True)),
     "luong-nofeed-concat-lstm": ("luong", False, "lstm", lambda: LuongAttention("concat", units=3)),
     "luong-nofeed-location-gru": ("luong", False, "gru", lambda: LuongAttention("location", max_length=3)),
+    # The attention zoo: local windows (local-m reads the step from the state), cosine, hard at inference.
+    "luong-feed-local-m-gru": ("luong", True, "gru", lambda: LuongAttention("general", local="m", window=1)),
+    "luong-nofeed-local-m-lstm": ("luong", False, "lstm", lambda: LuongAttention("dot", local="m", window=1)),
+    "luong-feed-local-p-lstm": ("luong", True, "lstm", lambda: LuongAttention("concat", local="p", window=1, units=3)),
+    "luong-nofeed-local-p-gru": ("luong", False, "gru",
+                                 lambda: LuongAttention("location", local="p", window=2, max_length=4)),
+    "luong-feed-cosine-gru": ("luong", True, "gru", lambda: LuongAttention("cosine")),
+    "luong-nofeed-hard-lstm": ("luong", False, "lstm", lambda: LuongAttention(probability="hard")),
+    "luong-feed-hard-local-m-gru": ("luong", True, "gru", lambda: LuongAttention(local="m", probability="hard")),
+    "bahdanau-hard-gru": ("bahdanau", True, "gru", lambda: BahdanauAttention(5, probability="hard")),
 }
 
 
@@ -64,7 +74,8 @@ def test_stepping_equals_teacher_forcing(case):
     np.testing.assert_allclose(step_attention, attention, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["bahdanau-lstm", "luong-feed-gru", "luong-nofeed-lstm"])
+@pytest.mark.parametrize("case", ["bahdanau-lstm", "luong-feed-gru", "luong-nofeed-lstm", "luong-feed-local-m-gru",
+                                  "luong-nofeed-local-m-lstm"])
 def test_teacher_forcing_in_a_graph_equals_eager(case):
     decoder, outputs, state, mask = setup(case)
     logits, attention = decoder(TARGET_IN, outputs, state, mask)
@@ -80,7 +91,10 @@ def test_attention_is_zero_on_source_padding_and_rows_sum_to_one(case):
     _, attention = decoder(TARGET_IN, outputs, state, mask)
     attention = attention.numpy()  # (batch, t_out, t_in)
     assert (attention[np.broadcast_to(SOURCE_PADDING[:, None, :], attention.shape)] == 0.0).all()
-    np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-6)
+    if "local-p" in case:  # the Gaussian after the softmax: rows sum to less than 1
+        assert (attention.sum(-1) <= 1.0).all() and (attention.sum(-1) > 0.0).all()
+    else:
+        np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-6)
 
 
 @pytest.mark.parametrize("case", ["bahdanau-gru", "luong-feed-lstm", "luong-nofeed-gru"])
@@ -181,3 +195,34 @@ def test_scan_runs_the_step_over_time_in_order():
     sums, doubled = scan(step, inputs, tf.zeros([2, 1]), zeros)
     np.testing.assert_array_equal(sums[..., 0], [[1, 3, 6], [10, 30, 60]])
     np.testing.assert_array_equal(doubled[..., 0], [[2, 4, 6], [20, 40, 60]])
+
+def test_the_state_counts_the_target_steps_for_local_m():
+    decoder, outputs, state, mask = setup("luong-feed-local-m-gru")
+    assert not setup("luong-feed-local-p-lstm")[0].tracks_position  # local-p predicts p_t from h_t
+    decoder(TARGET_IN, outputs, state, mask)  # builds
+    initial = decoder.initial_state(state)
+    assert initial["position"].dtype == "int32"
+    np.testing.assert_array_equal(initial["position"], [0, 0])
+    *_, final = run_steps(decoder, TARGET_IN, outputs, state, mask)
+    np.testing.assert_array_equal(final["position"], [4, 4])
+
+
+def test_local_m_attends_around_the_step_by_hand():
+    # local-m, D = 1: at step t the window is t-1..t+1, with p_t clipped to S - 1 (sentence 0: S = 3).
+    decoder, outputs, state, mask = setup("luong-nofeed-local-m-lstm")
+    _, attention = decoder(TARGET_IN, outputs, state, mask)
+    nonzero = attention.numpy() > 0  # (batch, t_out, t_in)
+    window = [[1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [0, 1, 1, 1, 0], [0, 0, 1, 1, 1]]
+    np.testing.assert_array_equal(nonzero[1], np.array(window, bool))
+    np.testing.assert_array_equal(nonzero[0], np.array(window[:3] + [[0, 1, 1, 0, 0]], bool) & (SOURCE[0] != 0))
+
+
+@pytest.mark.parametrize("case", ["luong-nofeed-hard-lstm", "bahdanau-hard-gru"])
+def test_hard_attention_draws_in_training_and_takes_the_argmax_otherwise(case):
+    decoder, outputs, state, mask = setup(case)
+    _, argmax = decoder(TARGET_IN, outputs, state, mask)
+    draws = [decoder(TARGET_IN, outputs, state, mask, training=True)[1].numpy() for _ in range(5)]
+    for weights in [argmax.numpy()] + draws:
+        assert set(np.unique(weights)) == {0.0, 1.0} and (weights.sum(-1) == 1).all()
+        assert (weights[np.broadcast_to(SOURCE_PADDING[:, None, :], weights.shape)] == 0).all()
+    assert any(not np.array_equal(d, argmax) for d in draws), "training draws positions"

@@ -8,9 +8,9 @@ their count is what costs on a CPU. What it replaces, and why:
 - The weighted sum of one query step: a multiply-sum rather than a batched matmul of one row.
 
 `BahdanauAttention` and `LuongAttention` take this path (`score_kind` says when: their own scores,
-read through their public weights, and no dropout on the weights); any other attention layer, or a
-subclass that overrides the score, runs its own `call`. A test checks outputs and gradients against
-the layers' `call`.
+read through their public weights, global soft attention, and no dropout on the weights); any other
+attention layer (the cosine score, local windows, hard attention, a subclass that overrides the
+score) runs its own `call`. A test checks outputs and gradients against the layers' `call`.
 """
 
 import tensorflow as tf
@@ -24,13 +24,22 @@ def prepare_memory(decoder, encoder_outputs, mask):
     return {"values": encoder_outputs, "keys": prepare_keys(decoder.attention_layer, encoder_outputs), "mask": mask}
 
 
+# What this module writes out: Luong's scores but the cosine, global soft attention.
+_FAST_SCORES = ("dot", "general", "concat", "location")
+
+
 def score_kind(layer):
-    """`"additive"` for a `BahdanauAttention`, `"luong"` for a `LuongAttention`, each with the class'
-    own `call`, `prepare_keys` and `compute_scores` and no dropout on its weights; else None, and
-    the layer runs its own call."""
+    """`"additive"` for a `BahdanauAttention`, `"luong"` for a `LuongAttention` with one of
+    `_FAST_SCORES`, each with the class' own `call`, `prepare_keys`, `compute_scores` and
+    `attention_range`, global (no `local`), soft (not `probability="hard"`) and no dropout on its
+    weights; else None, and the layer runs its own call."""
+    methods = ("prepare_keys", "compute_scores", "attention_range", "one_position")
     for cls, kind in ((BahdanauAttention, "additive"), (LuongAttention, "luong")):
-        own = all(getattr(type(layer), name) is getattr(cls, name) for name in ("prepare_keys", "compute_scores"))
-        if isinstance(layer, cls) and own and type(layer).call is ScoredAttention.call and not layer.dropout:
+        own = all(getattr(type(layer), name) is getattr(cls, name) for name in methods)
+        plain = layer.probability == "soft" and not layer.dropout and type(layer).call is ScoredAttention.call
+        if kind == "luong" and isinstance(layer, cls):
+            plain = plain and layer.score in _FAST_SCORES and layer.local is None
+        if isinstance(layer, cls) and own and plain:
             return kind
     return None
 
@@ -46,16 +55,19 @@ def prepare_keys(layer, key):
     return layer.prepare_keys(key)
 
 
-def attend(layer, query, memory):
-    """`layer(query, values, value_mask=..., prepared_keys=...)` on a `memory` from `prepare_memory`.
+def attend(layer, query, memory, positions=None):
+    """`layer(query, values, value_mask=..., prepared_keys=...)` on a `memory` from `prepare_memory`;
+    `positions`, the queries' target steps, go to a layer that reads them (`uses_positions`).
 
-    Returns context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`, as the layer does.
+    Returns context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`, as the layer does (at
+    inference: a hard attention layer takes its argmax here; training runs the reference decoder).
     """
     values, keys, mask = memory["values"], memory["keys"], memory["mask"]
     # 1. Scores; a layer this module does not know runs its own call.
     scores = _scores(layer, query, keys)  # (batch, t_q, t_in)
     if scores is None:
-        return layer(query, values, value_mask=mask, prepared_keys=keys)
+        extra = dict(query_positions=positions) if layer.uses_positions else {}
+        return layer(query, values, value_mask=mask, prepared_keys=keys, training=False, **extra)
     # 2. Masked softmax; 3. the weighted sum of the values.
     if mask is not None:
         mask = tf.expand_dims(tf.cast(mask, tf.bool), 1)  # (batch, 1, t_in)

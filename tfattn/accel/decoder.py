@@ -107,10 +107,13 @@ def _step(decoder, gates_x, state, memory, weights):
         if decoder.feeds_input:
             gates_x = gates_x + rnn.affine(state["feed"], weights["kernel_rest"], weights["input_bias"])
         h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
-        context, attention = fast_attention.attend(decoder.attention_layer, h[:, None, :], memory)  # (batch, 1, dv)
+        position = state["position"][:, None] if decoder.tracks_position else None  # (batch, 1): step t
+        context, attention = fast_attention.attend(decoder.attention_layer, h[:, None, :], memory, position)  # (batch, 1, dv)
         out = _hidden(ops.concatenate([context[:, 0, :], h], axis=-1), weights)  # (batch, units)
         if decoder.feeds_input:
             new_state["feed"] = out
+        if decoder.tracks_position:
+            new_state["position"] = state["position"] + 1
     return out, attention[:, 0, :], new_state
 
 
@@ -145,8 +148,10 @@ def stepper(decoder, weights=None):
 
 def teacher_forced(decoder, target_in, encoder_outputs, state, mask, training=False):
     """`decoder(target_in, encoder_outputs, state, mask, training)`: logits and attention, fast.
-    Dropout on the attention weights is the layer's own: in training such a decoder runs its call."""
-    if training and decoder.attention_layer.dropout:
+    Dropout on the attention weights and hard attention's draws are the layer's own: in training
+    such a decoder runs its call."""
+    layer = decoder.attention_layer
+    if training and (layer.dropout or layer.probability == "hard"):
         return decoder(target_in, encoder_outputs, state, mask, training=True)
     # 1. Embed the shifted target; its share of the RNN's gates is projected for all steps at once.
     memory = fast_attention.prepare_memory(decoder, encoder_outputs, mask)
@@ -192,8 +197,10 @@ def _luong_parallel(decoder, embedded, state, memory, weights, training):
     elif training and decoder.rnn == "gru":  # its backward pass written out (see `loops`)
         [(h, _)] = loops.gru([(gates_x, state["h"], weights, False)])
     else:
-        (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, state, 1)
-    context, attention = fast_attention.attend(decoder.attention_layer, h, memory)  # (batch, t_out, dv), (.., t_in)
+        recurrent = {k: state[k] for k in ("h", "c") if k in state}  # not local-m's "position"
+        (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, recurrent, 1)
+    positions = tf.range(tf.shape(h)[1]) if decoder.tracks_position else None  # (t_out,): steps 0, 1, ...
+    context, attention = fast_attention.attend(decoder.attention_layer, h, memory, positions)  # (batch, t_out, dv), (.., t_in)
     return _hidden(ops.concatenate([context, h], axis=-1), weights), attention  # (batch, t_out, units)
 
 

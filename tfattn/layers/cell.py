@@ -53,7 +53,8 @@ class AttentionCell(keras.layers.Layer):
             prepares those masks only for the cell it holds; use the attention layer's dropout or a
             `Dropout` on the inputs).
         attention_layer: a `ScoredAttention` layer (`BahdanauAttention`, `LuongAttention`, ...). Its
-            dropout works on TensorFlow; on JAX only outside training (a ValueError says so).
+            dropout, and hard attention's draws, work on TensorFlow; on JAX only outside training (a
+            ValueError says so). Local-m (which reads the target step) is refused; local-p works.
         attention: str. The order, `"luong"` (attend after the cell, with `h_t`) or `"bahdanau"`
             (attend before it, with `s_{t-1}`). Defaults to `"luong"`.
         attention_layer_size: int or None. Size of `a_t = tanh(W_c [c_t; h_t])`; None: no `W_c`,
@@ -105,6 +106,10 @@ class AttentionCell(keras.layers.Layer):
                              f"LuongAttention, ...). Received: attention_layer={attention_layer!r}")
         if attention not in ORDERS:
             raise ValueError(f"attention must be one of {ORDERS}. Received: attention={attention!r}")
+        if attention_layer.uses_positions:
+            raise ValueError("AttentionCell cannot run an attention layer that reads the target step (Luong's local-m, "
+                             "p_t = t): a cell does not count its steps. Use Decoder, or local='p'. Received: "
+                             f"attention_layer with local={getattr(attention_layer, 'local', None)!r}")
         self.attention_layer = attention_layer
         self.attention = attention
         self.attention_layer_size = _optional_int("attention_layer_size", attention_layer_size)
@@ -253,11 +258,15 @@ class AttentionCell(keras.layers.Layer):
     # -- one step ---------------------------------------------------------------------------------
 
     def call(self, inputs, states, training=False):
-        # 1. JAX traces the step inside a scan, where a dropout's random state cannot advance.
+        # 1. JAX traces the step inside a scan, where a dropout's or a hard draw's random state cannot advance.
         if training and self.attention_layer.dropout and keras.backend.backend() == "jax":
             raise ValueError("The attention layer's dropout cannot run inside keras.layers.RNN on JAX (the "
                              "random state would leave the scan): use dropout=0 there, or the TensorFlow "
                              f"backend. Received: dropout={self.attention_layer.dropout!r}")
+        if training and self.attention_layer.probability == "hard" and keras.backend.backend() == "jax":
+            raise ValueError("Hard attention cannot draw its positions inside keras.layers.RNN on JAX in training "
+                             "(the random state would leave the scan): use the TensorFlow backend. Received: "
+                             "probability='hard'")
         # 2. The states: the wrapped cell's, a_{t-1}, the memory and its mask (alpha_{t-1} is not read).
         parts = self.split_states(states)
         cell_states, attentional = parts["cell"], parts["attention"]

@@ -11,7 +11,8 @@ on attention, so `call` runs the Keras RNN layer over the whole target (cuDNN on
 attends with all `t_out` queries at once, which is the same arithmetic as stepping.
 
 State is a dict of `(batch, units)` tensors: `"h"` (and `"c"` for an LSTM), plus `"feed"`, the
-previous attentional vector, for Luong input feeding.
+previous attentional vector, for Luong input feeding, and `"position"`, int32 `(batch,)`, the target
+step, when the attention layer reads it (`uses_positions`: Luong's local-m centres its window there).
 """
 
 import warnings
@@ -48,7 +49,9 @@ class Decoder(keras.layers.Layer):
         attention: str. The decoder's style, `"bahdanau"` or `"luong"`, as `ModelConfig.attention`
             and `tfattn train --attention` name it. Defaults to `"bahdanau"`.
         attention_layer: a `ScoredAttention` layer, or None for `BahdanauAttention(units)`
-            (Bahdanau style) or `LuongAttention("general")` (Luong style). Defaults to `None`.
+            (Bahdanau style) or `LuongAttention("general")` (Luong style). Local attention
+            (`LuongAttention(local=...)`) needs the Luong style; hard attention works in both.
+            Defaults to `None`.
         input_feeding: bool. Luong style only: feed `h~_{t-1}` to the next step. Defaults to `True`.
         rnn: str. `"gru"` or `"lstm"`. Defaults to `"gru"`.
         dropout: float. Dropout on embeddings and on the output features. Defaults to `0.0`.
@@ -97,6 +100,11 @@ class Decoder(keras.layers.Layer):
         dtype = self.dtype_policy  # sub-layers compute in the decoder's dtype (e.g. "float16")
         self.attention_layer = attention_layer or (
             BahdanauAttention(self.units, dtype=dtype) if attention == "bahdanau" else LuongAttention(dtype=dtype))
+        local = getattr(self.attention_layer, "local", None)
+        if attention == "bahdanau" and local is not None:
+            raise ValueError("Local attention (Luong et al. 2015, section 3.2) centres its window on the target step "
+                             "of the query h_t: use attention='luong'. Received: attention='bahdanau' with an "
+                             f"attention layer of local={local!r}")
         self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding", dtype=dtype)
         self.rnn_layer = make_rnn(rnn, self.units, name=rnn, dtype=dtype)  # its cell is the step's RNN
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
@@ -114,6 +122,11 @@ class Decoder(keras.layers.Layer):
     @property
     def feeds_input(self):
         return self.attention == "luong" and self.input_feeding
+
+    @property
+    def tracks_position(self):
+        """Whether the state holds `"position"`, the target step the attention layer reads."""
+        return self.attention_layer.uses_positions
 
     def build(self, target_in_shape, encoder_outputs_shape, state_shape=None):
         batch, t_in, dv = encoder_outputs_shape
@@ -138,6 +151,8 @@ class Decoder(keras.layers.Layer):
             state["c"] = encoder_state.get("c", ops.zeros_like(h))
         if self.feeds_input:
             state["feed"] = ops.zeros_like(h)
+        if self.tracks_position:
+            state["position"] = ops.zeros_like(h[:, 0], dtype="int32")  # (batch,): step 0
         return state
 
     def prepare_memory(self, encoder_outputs, mask=None):
@@ -146,9 +161,12 @@ class Decoder(keras.layers.Layer):
         keys = self.attention_layer.prepare_keys(encoder_outputs)  # (batch, t_in, ...)
         return {"values": encoder_outputs, "keys": keys, "mask": None if mask is None else ops.cast(mask, "bool")}
 
-    def attend(self, query, memory):
-        """`query (batch, t_q, units)` -> context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`."""
-        return self.attention_layer(query, memory["values"], value_mask=memory["mask"], prepared_keys=memory["keys"])
+    def attend(self, query, memory, positions=None, training=False):
+        """`query (batch, t_q, units)` -> context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`.
+        `positions`: int `(batch, t_q)` or `(t_q,)`, the queries' target steps, for a layer that reads them."""
+        positions = dict(query_positions=positions) if self.tracks_position else {}
+        return self.attention_layer(query, memory["values"], value_mask=memory["mask"], prepared_keys=memory["keys"],
+                                    training=training, **positions)
 
     # -- one step ---------------------------------------------------------------------------------
 
@@ -160,7 +178,7 @@ class Decoder(keras.layers.Layer):
         """
         if self.attention == "bahdanau":
             # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. t_i = tanh(W [s_i; c_i; E y_{i-1}] + b).
-            context, attention = self.attend(state["h"][:, None, :], memory)  # (batch, 1, dv), (batch, 1, t_in)
+            context, attention = self.attend(state["h"][:, None, :], memory, training=training)  # (batch, 1, dv), (batch, 1, t_in)
             context = context[:, 0, :]  # (batch, dv)
             h, new_state = self._rnn_step(ops.concatenate([embedded, context], axis=-1), state, training)
             out = self.hidden_dense(ops.concatenate([h, context, embedded], axis=-1))  # (batch, units)
@@ -168,10 +186,13 @@ class Decoder(keras.layers.Layer):
             # 1. The RNN reads [E y_{t-1}; h~_{t-1}] (or E y_{t-1}); 2. attend with h_t; 3. h~_t = tanh(W_c [c_t; h_t]).
             x = ops.concatenate([embedded, state["feed"]], axis=-1) if self.feeds_input else embedded
             h, new_state = self._rnn_step(x, state, training)
-            context, attention = self.attend(h[:, None, :], memory)  # (batch, 1, dv), (batch, 1, t_in)
+            position = state["position"][:, None] if self.tracks_position else None  # (batch, 1): step t
+            context, attention = self.attend(h[:, None, :], memory, position, training)  # (batch, 1, dv), (batch, 1, t_in)
             out = self.hidden_dense(ops.concatenate([context[:, 0, :], h], axis=-1))  # (batch, units)
             if self.feeds_input:
                 new_state["feed"] = out
+            if self.tracks_position:
+                new_state["position"] = state["position"] + 1
         return out, attention[:, 0, :], new_state
 
     def _rnn_step(self, x, state, training=False):
@@ -189,7 +210,8 @@ class Decoder(keras.layers.Layer):
 
         Args:
             token: int `(batch,)`, the previous output token (`[START]` first).
-            state: dict of `(batch, units)` tensors, from `initial_state` or the previous step.
+            state: dict of `(batch, units)` tensors (and `"position"` int32 `(batch,)`, the step), from
+                `initial_state` or the previous step.
             memory: from `prepare_memory`.
 
         Returns:
@@ -241,7 +263,8 @@ class Decoder(keras.layers.Layer):
         """Luong without input feeding: the RNN over the whole target, then attention for all steps."""
         states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
         h, *_ = self.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
-        context, attention = self.attend(h, memory)  # (batch, t_out, dv), (batch, t_out, t_in)
+        positions = ops.arange(ops.shape(h)[1]) if self.tracks_position else None  # (t_out,): steps 0, 1, ...
+        context, attention = self.attend(h, memory, positions, training)  # (batch, t_out, dv), (batch, t_out, t_in)
         return self.hidden_dense(ops.concatenate([context, h], axis=-1)), attention  # (batch, t_out, units)
 
     def compute_mask(self, inputs, mask=None):
