@@ -6,10 +6,15 @@ greedy and beam-4 translations of the TEST split with `sacrebleu.corpus_bleu(hyp
 lowercase=True)` (13a tokenization) against the untouched English references. Also reports peak
 resident memory. Prints one JSON object.
 
-Usage: python bench/quality.py [--attention bahdanau|luong] [--input-feeding] [--minutes 15] [--out DIR]
+Every model kind of the package has a row (`--model KIND`, see `KINDS`); `--attention` and the
+other model flags still describe a Bahdanau or Luong model by hand. BLEU is also given by source
+length and for sentences of 16 words and more, the bottleneck's side (Bahdanau et al. 2014, Fig. 2).
+
+Usage: python bench/quality.py [--model KIND | --attention bahdanau|luong [--input-feeding]] [--minutes 15] [--out DIR]
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -36,6 +41,33 @@ from tfattn.training.runs import CorpusConfig, RunConfig, TokenizerConfig, train
 from tfattn.training.trainer import TrainConfig  # noqa: E402
 
 
+# Each kind's ModelConfig fields beyond the shared embedding 256, units 256 and dropout; the rows of
+# issue 28's table. The Transformers use 3 blocks of 4 heads, the paper's base model cut to this budget.
+TRANSFORMER = dict(attention="transformer", heads=4, num_layers=3, ff_dim=1024)
+KINDS = {
+    "bahdanau": dict(attention="bahdanau"),
+    "luong": dict(attention="luong", score="general", input_feeding=True),
+    "luong-local-m": dict(attention="luong", score="general", local="m", window=10),
+    "luong-local-p": dict(attention="luong", score="general", local="p", window=10),
+    "cosine": dict(attention="luong", score="cosine"),
+    "hard": dict(attention="luong", score="general", hard=True),
+    "multihead": dict(attention="luong", heads=4),
+    "transformer-encoder": dict(attention="bahdanau", encoder="transformer", heads=4, num_layers=2, ff_dim=1024),
+    "transformer": dict(TRANSFORMER, positions="sinusoidal"),
+    "transformer-relative": dict(TRANSFORMER, positions="relative"),
+    "none": dict(attention="none"),
+}
+
+
+def model_config(args):
+    if args.model:
+        fields = KINDS[args.model]
+    else:
+        fields = dict(attention=args.attention, score=args.score, input_feeding=args.input_feeding)
+    return ModelConfig(**fields, embedding_dim=256, units=256, dropout=args.dropout, max_source_length=40,
+                       max_target_length=40)
+
+
 def run_config(args):
     seconds = args.minutes * 60
     steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
@@ -43,8 +75,7 @@ def run_config(args):
     return RunConfig(
         corpus=CorpusConfig(corpus=str(spa.SPA)),
         source_tokenizer=tokenizer, target_tokenizer=tokenizer,
-        model=ModelConfig(attention=args.attention, score=args.score, input_feeding=args.input_feeding,
-                          embedding_dim=256, units=256, dropout=args.dropout),
+        model=model_config(args),
         data=DataConfig(batch_size=64),
         train=TrainConfig(learning_rate=args.learning_rate, decay_steps=steps, epochs=100, time_budget=seconds),
         decode=DecodeConfig(max_length=40, ratio=2.0, extra=10),
@@ -61,13 +92,17 @@ def score(export_dir, pairs, beam):
     refs = [t for _, t in pairs]
     bleu = sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score
     by_length = evaluate.bleu_by_length([s for s, _ in pairs], hyps, refs)
+    long = [i for i, (source, _) in enumerate(pairs) if len(source.split()) >= 16]
+    long_bleu = sacrebleu.corpus_bleu([hyps[i] for i in long], [[refs[i] for i in long]], lowercase=True).score
     return {"bleu": round(bleu, 2), "decode_seconds": round(seconds, 1),
             "bleu_by_length": {k: v["bleu"] and round(v["bleu"], 2) for k, v in by_length.items()},
+            "bleu_16_plus": round(long_bleu, 2) if long else None, "n_16_plus": len(long),
             "examples": list(zip([s for s, _ in pairs[:3]], hyps[:3]))}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=sorted(KINDS), help="a model kind (overrides --attention and its flags)")
     parser.add_argument("--attention", choices=("luong", "bahdanau"), default="bahdanau")
     parser.add_argument("--score", default="general")
     parser.add_argument("--input-feeding", action="store_true")
@@ -85,8 +120,7 @@ def main():
     test = spa.splits()["test"]
     result = {
         "benchmark": "quality", "matmul_gflops": round(matmul_gflops(), 1), "minutes": args.minutes,
-        "attention": args.attention, "score": args.score if args.attention == "luong" else None,
-        "input_feeding": args.input_feeding if args.attention == "luong" else None,
+        "model": args.model, "model_config": dataclasses.asdict(config.model),
         "steps": summary["steps"], "epochs": summary["epochs"], "best_val_loss": round(summary["best_val_loss"], 4),
         "padding_fraction": summary["padding_fraction"], "train_seconds": summary["seconds"],
         "peak_rss_mb_training": round(peak_mb), "n_test": len(test),

@@ -390,9 +390,11 @@ def run_config(args):
 
     tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
     model = ModelConfig(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
-                        input_feeding=args.input_feeding, embedding_dim=args.embedding_dim, units=args.units,
-                        rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
-                        max_source_length=args.max_length)
+                        local=args.local, window=args.window, hard=args.hard, heads=args.heads,
+                        input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
+                        relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
+                        units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
+                        max_source_length=args.max_length, max_target_length=args.max_length)
     epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
                         epochs=epochs, time_budget=args.time_budget, seed=args.seed, accel=args.accel,
@@ -445,17 +447,39 @@ def _add_train_parser(sub):
 
 
 def _add_model_flags(m):
-    m.add_argument("--attention", choices=("luong", "bahdanau"), default="bahdanau", help="default: bahdanau")
-    m.add_argument("--score", choices=("dot", "general", "concat", "location"), default="general",
-                   help="Luong score (default: general)")
+    m.add_argument("--attention", choices=("bahdanau", "luong", "transformer", "none"), default="bahdanau",
+                   help="the model kind: an RNN decoder with Bahdanau's or Luong's attention, the Transformer, "
+                        "or the RNN encoder-decoder without attention (Cho et al. 2014; its attention "
+                        "output is zeros) (default: bahdanau)")
+    m.add_argument("--score", choices=("dot", "general", "concat", "location", "cosine"), default="general",
+                   help="Luong score; cosine is q.k / (|q| |k|) times a learned scale (default: general)")
+    m.add_argument("--local", choices=("m", "p"),
+                   help="Luong: local attention over 2*window+1 source positions around p_t = t (m) or a "
+                        "predicted p_t (p) (default: global attention)")
+    m.add_argument("--window", type=positive_int, default=10, help="local attention's half width D (default: 10)")
+    m.add_argument("--hard", action="store_true",
+                   help="Bahdanau or Luong: hard attention, one source position per step (sampled in "
+                        "training, the argmax when translating)")
+    m.add_argument("--heads", type=positive_int, default=1,
+                   help="attention heads: Luong multi-head cross-attention when > 1, or the Transformer's "
+                        "heads; must divide --units (default: 1)")
+    m.add_argument("--encoder", choices=("rnn", "transformer"), default="rnn",
+                   help="the RNN decoders' encoder: recurrent or self-attention blocks (default: rnn; the "
+                        "Transformer always has self-attention)")
+    m.add_argument("--positions", choices=("sinusoidal", "learned", "relative"), default="sinusoidal",
+                   help="self-attention positions: Vaswani's sinusoids, learned, or relative (Shaw et al. "
+                        "2018) (default: sinusoidal)")
+    m.add_argument("--relative-clip", type=positive_int, default=16,
+                   help="relative positions: the largest distance told apart (default: 16)")
+    m.add_argument("--ff-dim", type=positive_int, help="self-attention: feed-forward size (default: 4 * units)")
     m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
-    m.add_argument("--scale", action="store_true", help="Luong: learned scalar on the scores")
     m.add_argument("--no-input-feeding", dest="input_feeding", action="store_false",
                    help="Luong: no input feeding (faster: the decoder RNN runs over the whole target)")
     m.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="default: gru")
     m.add_argument("--embedding-dim", type=positive_int, default=256, help="default: 256")
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
-    m.add_argument("--layers", type=positive_int, default=1, help="encoder layers (default: 1)")
+    m.add_argument("--layers", type=positive_int, default=1,
+                   help="encoder layers; self-attention: blocks in encoder and decoder (default: 1)")
     m.add_argument("--dropout", type=float, default=0.2, help="default: 0.2")
     m.add_argument("--no-accel", dest="accel", action="store_false", default=None,
                    help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "

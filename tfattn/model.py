@@ -6,34 +6,69 @@ import keras
 from keras import ops
 
 from tfattn.layers.attention import SCORES, BahdanauAttention, LuongAttention
+from tfattn.layers.baseline import NoAttentionDecoder
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import RNNS, Encoder
+from tfattn.layers.multihead import MultiHeadAttention
+from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder
 
-ATTENTIONS = ("bahdanau", "luong")
+ATTENTIONS = ("bahdanau", "luong", "transformer", "none")
+ENCODERS = ("rnn", "transformer")
+POSITIONS = ("sinusoidal", "learned", "relative")
+LOCALS = (None, "m", "p")
 
 
 @dataclasses.dataclass
 class ModelConfig:
     """Everything that defines a `Seq2Seq` model's architecture (the vocab sizes come from the data).
 
+    The model kinds, by `attention`:
+    - `"bahdanau"`: a Bahdanau-style RNN decoder with additive attention (Bahdanau et al. 2014).
+    - `"luong"`: a Luong-style RNN decoder (Luong et al. 2015): global or local (`local`), soft or
+      hard (`hard`), with one of the `score`s, or multi-head (`heads > 1`).
+    - `"transformer"`: the Transformer (Vaswani et al. 2017): self-attention encoder and decoder.
+    - `"none"`: the RNN Encoder-Decoder without attention (Cho et al. 2014), the baseline.
+    The RNN decoders read either an RNN encoder or a self-attention encoder (`encoder`).
+
     Attributes:
-        attention: `"bahdanau"` (additive attention, Bahdanau-style decoder) or `"luong"`.
-        score: Luong score, one of `"dot"`, `"general"`, `"concat"`, `"location"`.
+        attention: `"bahdanau"`, `"luong"`, `"transformer"` or `"none"`.
+        score: Luong score, one of `"dot"`, `"general"`, `"concat"`, `"location"`, `"cosine"`.
         normalize: Bahdanau only: weight-normalized attention.
         scale: Luong only: a learned scalar on the scores.
+        local: Luong only: `None` (global attention), `"m"` (monotonic) or `"p"` (predictive) local
+            attention over a window of `2 * window + 1` source positions.
+        window: the local window's half width `D`.
+        hard: Bahdanau or Luong: hard attention, one source position per step.
+        heads: attention heads of the self-attention encoder and decoder, and of a Luong decoder's
+            cross-attention (multi-head when > 1; global and soft). Must divide `units`.
         input_feeding: Luong only: feed the attentional vector to the next step.
-        embedding_dim, units: sizes of the embeddings and recurrent states.
+        encoder: `"rnn"` or `"transformer"` (self-attention) for the RNN decoders; the Transformer
+            always has a self-attention encoder.
+        positions: self-attention only: `"sinusoidal"`, `"learned"` or `"relative"` positions.
+        relative_clip: relative positions only: the largest distance told apart (Shaw et al.'s k).
+        ff_dim: self-attention only: the feed-forward layer's size; `None` is `4 * units`.
+        embedding_dim, units: sizes of the embeddings and recurrent states (the Transformer's
+            model size is `units`).
         rnn: `"gru"` or `"lstm"`, for both encoder and decoder.
-        bidirectional, num_layers: encoder shape.
+        bidirectional, num_layers: encoder shape (self-attention: blocks in encoder and decoder).
         dropout: dropout rate in encoder and decoder.
-        max_source_length: source positions the `"location"` score covers.
+        max_source_length: source positions the `"location"` score and learned positions cover.
+        max_target_length: target positions a Transformer decoder covers (its key/value cache).
     """
 
     attention: str = "luong"
     score: str = "general"
     normalize: bool = False
     scale: bool = False
+    local: str | None = None
+    window: int = 10
+    hard: bool = False
+    heads: int = 1
     input_feeding: bool = True
+    encoder: str = "rnn"
+    positions: str = "sinusoidal"
+    relative_clip: int = 16
+    ff_dim: int | None = None
     embedding_dim: int = 256
     units: int = 256
     rnn: str = "gru"
@@ -41,34 +76,88 @@ class ModelConfig:
     num_layers: int = 1
     dropout: float = 0.0
     max_source_length: int = 64
+    max_target_length: int = 64
 
     def __post_init__(self):
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {ATTENTIONS}. Received: attention={self.attention!r}")
-        if self.rnn not in RNNS:
-            raise ValueError(f"rnn must be one of {RNNS}. Received: rnn={self.rnn!r}")
-        if self.score not in SCORES:
-            raise ValueError(f"score must be one of {SCORES}. Received: score={self.score!r}")
-        for name in ("embedding_dim", "units", "num_layers", "max_source_length"):
+        for name, choices in (("attention", ATTENTIONS), ("rnn", RNNS), ("score", SCORES), ("local", LOCALS),
+                              ("encoder", ENCODERS), ("positions", POSITIONS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}. Received: {name}={getattr(self, name)!r}")
+        for name in ("embedding_dim", "units", "num_layers", "max_source_length", "max_target_length", "window",
+                     "heads", "relative_clip") + (("ff_dim",) if self.ff_dim is not None else ()):
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={self.dropout!r}")
+        self._check_combinations()
+
+    def _check_combinations(self):
+        """Options that only some kinds have: refused, naming the option, rather than ignored."""
+        kind = self.attention
+        if self.local is not None and kind != "luong":
+            raise ValueError(f"local attention is Luong's (section 3.2): use attention='luong'. "
+                             f"Received: local={self.local!r} with attention={kind!r}")
+        if self.hard and kind not in ("bahdanau", "luong"):
+            raise ValueError(f"hard attention needs an RNN attention decoder (attention='bahdanau' or 'luong'). "
+                             f"Received: hard=True with attention={kind!r}")
+        if self.heads > 1 and kind not in ("luong", "transformer") and not self.self_attention_encoder:
+            raise ValueError(f"heads > 1 needs attention='luong' (multi-head cross-attention), 'transformer', or "
+                             f"encoder='transformer'. Received: heads={self.heads} with attention={kind!r}")
+        if self.heads > 1 and kind == "luong" and (self.local is not None or self.hard):
+            raise ValueError(f"multi-head attention is global and soft: drop local/hard or set heads=1. "
+                             f"Received: heads={self.heads}, local={self.local!r}, hard={self.hard}")
+        if self.units % self.heads:
+            raise ValueError(f"heads must divide units. Received: heads={self.heads}, units={self.units}")
+        if self.encoder == "rnn" and self.bidirectional and self.units % 2 and kind != "transformer":
+            raise ValueError(f"a bidirectional encoder needs an even units. Received: units={self.units}")
+
+    @property
+    def self_attention_encoder(self):
+        """Whether the encoder is a self-attention (Transformer) encoder."""
+        return self.attention == "transformer" or self.encoder == "transformer"
 
 
 def make_model(config, source_vocab_size, target_vocab_size):
     """Builds a `Seq2Seq` model from a `ModelConfig` and the two vocabulary sizes."""
     c = config
-    if c.attention == "bahdanau":
-        attention = BahdanauAttention(c.units, normalize=c.normalize)
+    encoder = make_encoder(c, source_vocab_size)
+    if c.attention == "transformer":
+        decoder = TransformerDecoder(target_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
+                                     num_layers=c.num_layers, positions=c.positions,
+                                     max_length=c.max_target_length, relative_clip=c.relative_clip,
+                                     dropout=c.dropout, name="decoder")
+    elif c.attention == "none":
+        decoder = NoAttentionDecoder(target_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, dropout=c.dropout,
+                                     name="decoder")
     else:
-        attention = LuongAttention(c.score, scale=c.scale, max_length=c.max_source_length)
-    encoder = Encoder(source_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, bidirectional=c.bidirectional,
-                      num_layers=c.num_layers, dropout=c.dropout, name="encoder")
-    decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=c.attention, attention_layer=attention,
-                      input_feeding=c.input_feeding, rnn=c.rnn, dropout=c.dropout, name="decoder")
+        decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=c.attention,
+                          attention_layer=make_attention(c), input_feeding=c.input_feeding, rnn=c.rnn,
+                          dropout=c.dropout, name="decoder")
     return Seq2Seq(encoder, decoder)
+
+
+def make_encoder(config, source_vocab_size):
+    """The encoder a `ModelConfig` asks for: an RNN `Encoder` or a `TransformerEncoder`."""
+    c = config
+    if c.self_attention_encoder:
+        return TransformerEncoder(source_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
+                                  num_layers=c.num_layers, positions=c.positions, max_length=c.max_source_length,
+                                  relative_clip=c.relative_clip, dropout=c.dropout, name="encoder")
+    return Encoder(source_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, bidirectional=c.bidirectional,
+                   num_layers=c.num_layers, dropout=c.dropout, name="encoder")
+
+
+def make_attention(config):
+    """The attention layer of an RNN decoder, from a `ModelConfig`."""
+    c = config
+    probability = "hard" if c.hard else "soft"
+    if c.attention == "bahdanau":
+        return BahdanauAttention(c.units, normalize=c.normalize, probability=probability)
+    if c.heads > 1:
+        return MultiHeadAttention(heads=c.heads)
+    return LuongAttention(c.score, scale=c.scale, max_length=c.max_source_length, local=c.local, window=c.window,
+                          probability=probability)
 
 
 @keras.saving.register_keras_serializable(package="tfattn")
