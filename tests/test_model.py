@@ -228,8 +228,16 @@ def test_untrained_loss_is_about_ln_vocab(attention):
 @pytest.mark.parametrize(
     "field, value",
     [
-        ("attention", "transformer"),
+        ("attention", "rnnsearch"),
         ("score", "bilinear"),
+        ("local", "q"),
+        ("window", 0),
+        ("heads", 0),
+        ("encoder", "cnn"),
+        ("positions", "rotary"),
+        ("relative_clip", 0),
+        ("ff_dim", 0),
+        ("max_target_length", 0),
         ("embedding_dim", 0),
         ("units", -8),
         ("units", 8.0),
@@ -243,6 +251,33 @@ def test_untrained_loss_is_about_ln_vocab(attention):
 def test_model_config_errors_name_the_field(field, value):
     with pytest.raises(ValueError, match=f"{field}={value!r}"):
         ModelConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(attention="bahdanau", local="p"), r"local attention is Luong's.*local='p' with attention='bahdanau'"),
+        (dict(attention="transformer", local="m"), r"local='m' with attention='transformer'"),
+        (dict(attention="transformer", hard=True), r"hard=True with attention='transformer'"),
+        (dict(attention="none", hard=True), r"hard=True with attention='none'"),
+        (dict(attention="bahdanau", heads=2), r"heads=2 with attention='bahdanau'"),
+        (dict(attention="luong", heads=2, local="p"), r"global and soft.*heads=2, local='p'"),
+        (dict(attention="transformer", heads=3, units=16), r"heads must divide units.*heads=3, units=16"),
+    ],
+)
+def test_model_config_refuses_what_a_kind_lacks(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**fields)
+
+
+@pytest.mark.parametrize("fields", [
+    dict(attention="bahdanau", encoder="transformer", heads=2),  # the heads are the encoder's
+    dict(attention="luong", heads=4, units=16),
+    dict(attention="luong", local="p", window=3, hard=True),
+    dict(attention="transformer", units=7, heads=7),  # no bidirectional RNN: an odd size is fine
+])
+def test_model_config_takes_every_kind_it_documents(fields):
+    ModelConfig(**fields)
 
 
 @pytest.mark.parametrize(
