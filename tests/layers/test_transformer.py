@@ -99,9 +99,12 @@ def test_the_rnn_decoders_attend_over_the_transformer_encoder_unchanged(style):
     assert ids.shape[0] == 2
 
 
-def test_encoder_outputs_carry_the_keras_mask():
-    outputs, _, _ = TransformerEncoder(30, **SMALL)(SOURCE)
+def test_encoder_outputs_carry_the_keras_mask_and_the_decoder_takes_it():
+    encoder, decoder = transformer_layers(30, 20, **SMALL)
+    outputs, state, _ = encoder(SOURCE)
     np.testing.assert_array_equal(to_numpy(outputs._keras_mask), SOURCE != 0)
+    _, attention = decoder(TARGET_IN, outputs, state)  # no mask passed: Keras passes the outputs' own
+    assert (to_numpy(attention)[0, :, 4:] == 0).all()
 
 
 # -- decoder ----------------------------------------------------------------------------------------
@@ -153,6 +156,16 @@ def test_attention_is_the_last_blocks_cross_attention_averaged_over_heads():
     np.testing.assert_allclose(heads.sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.parametrize("positions", ["sinusoidal", "relative"])
+def test_float16_is_finite_and_padding_still_gets_exactly_zero(positions):
+    keras.utils.set_random_seed(0)
+    encoder, decoder = transformer_layers(30, 20, positions=positions, max_length=8, dtype="float16", **SMALL)
+    logits, attention = map(to_numpy, Seq2Seq(encoder, decoder)((SOURCE, TARGET_IN)))
+    assert logits.dtype == "float16" and np.isfinite(logits).all()
+    assert (attention[0, :, 4:] == 0).all()
+    np.testing.assert_allclose(attention.astype("float64").sum(-1), 1.0, atol=5 * 2.0**-11)
+
+
 def test_decoder_logits_do_not_depend_on_source_padding():
     model = transformer("relative")
     logits, _ = model((SOURCE, TARGET_IN))
@@ -181,6 +194,16 @@ def test_greedy_and_beam_search_translate_a_sentence_the_same_alone_and_in_a_pad
     np.testing.assert_array_equal(to_numpy(one["ids"])[:, 0], greedy)
 
 
+@pytest.mark.parametrize("positions", ["learned", "relative"])
+def test_decoding_past_max_length_runs_to_the_loop_limit(positions):
+    # Documented: keep DecodeConfig.max_length <= the decoder's max_length; past it the cache stops
+    # recording, but the loop still runs to its own limit without an error.
+    model = transformer(positions, max_length=5)
+    out = search.greedy(model, SOURCE, config=DecodeConfig(max_length=9, ratio=0.0, extra=9), accel=False)
+    ids = to_numpy(out["ids"])
+    assert ids.shape[0] == 2 and 5 < ids.shape[1] <= 9, "the loop went past the cache's 5 positions"
+
+
 def test_decoding_inside_a_tf_function_of_any_batch_and_length():
     model = transformer("learned")
     signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)]
@@ -195,15 +218,16 @@ def test_decoding_inside_a_tf_function_of_any_batch_and_length():
 # -- training ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("positions", ["sinusoidal", "relative"])
-def test_the_transformer_trains_with_the_reference_train_step(dates_data, positions):
+@pytest.mark.parametrize("positions, dropout", [("sinusoidal", 0.0), ("relative", 0.1)])
+def test_the_transformer_trains_with_the_reference_train_step(dates_data, positions, dropout):
     train, _, source_tokenizer, target_tokenizer = dates_data
     pairs = train[:32]
     source = source_tokenizer([s for s, _ in pairs])
     target = target_tokenizer([t for _, t in pairs])
     keras.utils.set_random_seed(0)
     encoder, decoder = transformer_layers(source_tokenizer.vocab_size, target_tokenizer.vocab_size, units=16,
-                                          heads=2, ff_dim=32, num_layers=1, positions=positions, max_length=16)
+                                          heads=2, ff_dim=32, num_layers=1, positions=positions, max_length=16,
+                                          dropout=dropout)
     model = Seq2Seq(encoder, decoder)
     step = make_train_step(model, keras.optimizers.Adam(3e-3), accel=False)
     losses = [float(step(source, target)["loss"]) for _ in range(30)]
