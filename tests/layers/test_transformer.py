@@ -15,6 +15,7 @@ from tfattn.decoding import search
 from tfattn.decoding.loop import DecodeConfig
 from tfattn.layers.attention import LuongAttention
 from tfattn.layers.decoder import Decoder
+from tfattn.layers.positions import RelativePositions
 from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder, transformer_layers
 from tfattn.model import Seq2Seq
 from tfattn.training.step import make_train_step
@@ -74,6 +75,39 @@ def test_encoder_matches_the_numpy_transformer_block(norm_first):
     np.testing.assert_allclose(to_numpy(outputs), want_outputs, atol=1e-4)
     np.testing.assert_allclose(to_numpy(state["h"]), want_h, atol=1e-4)
     np.testing.assert_array_equal(to_numpy(mask), SOURCE != 0)
+
+
+def np_decoder(decoder, target_in, outputs, source_mask):
+    """One decoder block (Vaswani section 3.1: masked self-attention, attention over the encoder
+    outputs, feed-forward), layer norm first, then the final norm and the vocabulary projection."""
+    w = {v.path.split("/", 1)[1]: to_numpy(v).astype("float64") for v in decoder.weights}
+    kernels = lambda name: [w[f"block_0/{name}/{k}_kernel"] for k in ("query", "key", "value", "output")]
+    norm = lambda h, name: np_layer_norm(h, w[f"{name}/gamma"], w[f"{name}/beta"])
+    t_out = target_in.shape[1]
+    x = w["embedding/embeddings"][target_in] * np.sqrt(8) + np_sinusoids(range(t_out), 8)
+    h = norm(x, "block_0/norm_0")
+    x = x + np_multihead(h, h, h, *kernels("self_attention"), np.tril(np.ones((t_out, t_out), bool)))[0]
+    h = norm(x, "block_0/norm_1")
+    context, cross = np_multihead(h, outputs, outputs, *kernels("cross_attention"), source_mask[:, None, :])
+    x = x + context
+    x = x + np_feed_forward(norm(x, "block_0/norm_2"), w["block_0/ff_hidden/kernel"], w["block_0/ff_hidden/bias"],
+                            w["block_0/ff_out/kernel"], w["block_0/ff_out/bias"])
+    logits = norm(x, "final_norm") @ w["logits_dense/kernel"] + w["logits_dense/bias"]
+    return logits, cross.mean(axis=1)
+
+
+def test_decoder_matches_the_numpy_transformer_block():
+    decoder = TransformerDecoder(20, 8, heads=2, ff_dim=16, num_layers=1)
+    outputs = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
+    state = {"h": outputs[:, 0]}
+    decoder(TARGET_IN, outputs, state, SOURCE != 0)
+    rng = np.random.default_rng(0)
+    for variable in decoder.weights:
+        variable.assign(rng.normal(scale=0.5, size=variable.shape))
+    logits, attention = map(to_numpy, decoder(TARGET_IN, outputs, state, SOURCE != 0))
+    want_logits, want_attention = np_decoder(decoder, TARGET_IN, outputs.astype("float64"), SOURCE != 0)
+    np.testing.assert_allclose(logits, want_logits, atol=1e-4)
+    np.testing.assert_allclose(attention, want_attention, atol=1e-6)
 
 
 @pytest.mark.parametrize("positions", POSITIONS)
@@ -285,6 +319,13 @@ def test_the_encoder_in_a_functional_model():
 
 
 class KerasHarness(testing.TestCase):
+    def test_relative_positions(self):
+        self.run_layer_test(RelativePositions, init_kwargs={"clip": 2, "key_dim": 3, "value_dim": 4},
+                            input_shape={"query_positions_shape": (2, 5), "key_positions_shape": (2, 7)},
+                            input_dtype={"query_positions_shape": "int32", "key_positions_shape": "int32"},
+                            expected_output_shape=((2, 5, 7, 3), (2, 5, 7, 4)), expected_num_trainable_weights=2,
+                            run_training_check=False)
+
     def test_encoder(self):
         self.run_layer_test(TransformerEncoder, init_kwargs={"vocab_size": 30, **SMALL, "positions": "relative"},
                             input_data=SOURCE, expected_output_shape=((2, 6, 8), {"h": (2, 8)}, (2, 6)),
