@@ -284,12 +284,14 @@ def test_bad_arguments_are_refused_naming_them(kwargs, message):
             layer(30, **kwargs)
 
 
-def test_a_target_longer_than_max_length_is_refused():
+def test_a_target_longer_than_max_length_and_outputs_of_another_size_are_refused():
     encoder, decoder = transformer_layers(30, 20, max_length=4, **SMALL)
     outputs, state, _ = encoder(SOURCE)
     decoder(TARGET_IN[:, :4], outputs, state)  # 4 steps fit
     with pytest.raises(ValueError, match="target_in has 5 steps but the decoder's max_length is 4"):
         decoder(TARGET_IN, outputs, state)
+    with pytest.raises(ValueError, match=r"encoder_outputs must have shape \(batch, t_in, units\) with units = 8"):
+        decoder(TARGET_IN[:, :4], np.ones((2, 6, 10), "float32"), state)
 
 
 @pytest.mark.parametrize("layer", [TransformerEncoder, TransformerDecoder])

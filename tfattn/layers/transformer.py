@@ -252,6 +252,9 @@ class TransformerEncoder(_Stack):
     Shaw et al. 2018, arXiv 1803.02155 (relative positions).
     """
 
+    def __init__(self, vocab_size, units, **kwargs):
+        super().__init__(vocab_size, units, cross=False, **kwargs)
+
     def build(self, source_shape):
         self.build_stack(source_shape)
 
@@ -409,6 +412,9 @@ class TransformerDecoder(_Stack):
         check("target_in", target_in, ("batch", "t_out"))
         check("encoder_outputs", encoder_outputs, ("batch", "t_in", "units"))
         check("encoder_outputs_mask", encoder_outputs_mask, ("batch", "t_in"))
+        if encoder_outputs.shape[-1] not in (None, self.units):
+            raise ValueError(f"encoder_outputs must have shape (batch, t_in, units) with units = {self.units}. "
+                             f"Received: encoder_outputs.shape={tuple(encoder_outputs.shape)}")
         t_out = target_in.shape[1]
         if t_out is not None and t_out > self.max_length:
             raise ValueError(f"target_in has {t_out} steps but the decoder's max_length is {self.max_length}. "
