@@ -14,7 +14,10 @@ from multihead_oracles import np_feed_forward, np_layer_norm, np_multihead, np_s
 from tfattn.decoding import search
 from tfattn.decoding.loop import DecodeConfig
 from tfattn.layers.attention import LuongAttention
+from tfattn.accel import seq2seq as fast
 from tfattn.layers.decoder import Decoder
+from tfattn.layers.encoder import Encoder
+from tfattn.layers.multihead import MultiHeadAttention
 from tfattn.layers.positions import RelativePositions
 from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder, transformer_layers
 from tfattn.model import Seq2Seq
@@ -247,6 +250,21 @@ def test_decoding_inside_a_tf_function_of_any_batch_and_length():
     traced = decode(tf.constant(SOURCE, tf.int32), tf.constant(2))
     np.testing.assert_array_equal(traced["ids"].numpy(), to_numpy(eager["ids"]))
     assert decode(tf.constant(SOURCE[:1, :3], tf.int32), tf.constant(3))["ids"].shape[:2] == (1, 3)
+
+
+def test_multihead_attention_in_the_rnn_decoder_gives_the_same_on_the_fast_tier():
+    # The fast tier does not know MultiHeadAttention and runs the layer's own call: the same numbers.
+    # (Kept here, beside the other TensorFlow-only tests; test_multihead.py is backend-neutral.)
+    keras.utils.set_random_seed(0)
+    model = Seq2Seq(Encoder(30, 8, 16), Decoder(20, 8, 16, attention="luong", attention_layer=MultiHeadAttention(4)))
+    logits, attention = model((SOURCE, TARGET_IN))
+    fast_logits, fast_attention = fast.forward(model, tf.constant(SOURCE), tf.constant(TARGET_IN))
+    np.testing.assert_allclose(fast_logits.numpy(), to_numpy(logits), atol=1e-5)
+    np.testing.assert_allclose(fast_attention.numpy(), to_numpy(attention), atol=1e-6)
+    fast_beam, beam = (search.beam_search(model, SOURCE, beam_width=3, config=CONFIG, accel=accel)
+                       for accel in (True, False))
+    np.testing.assert_array_equal(to_numpy(fast_beam["ids"]), to_numpy(beam["ids"]))
+    np.testing.assert_allclose(to_numpy(fast_beam["scores"]), to_numpy(beam["scores"]), atol=1e-5)
 
 
 # -- training ---------------------------------------------------------------------------------------
