@@ -90,13 +90,14 @@ def test_matches_the_per_head_oracle_with_padding(sizes, t_q):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_matches_keras_multi_head_attention_with_the_same_weights(causal):
-    # A second, independent oracle: Keras' own layer without biases, given our four kernels.
+    # A second, independent oracle: Keras' own layer without biases, given our four kernels. (Keras'
+    # layer on JAX needs key_dim == value_dim, hence 3 and 3.)
     x = inputs(T_IN)[2]  # self-attention on (batch, 4, 8), so that the causal mask applies
-    ours = MultiHeadAttention(HEADS, key_dim=3, value_dim=5, output_dim=7)
+    ours = MultiHeadAttention(HEADS, key_dim=3, value_dim=3, output_dim=7)
     ours(x, x)
-    keras_layer = keras.layers.MultiHeadAttention(HEADS, key_dim=3, value_dim=5, output_shape=7, use_bias=False)
+    keras_layer = keras.layers.MultiHeadAttention(HEADS, key_dim=3, value_dim=3, output_shape=7, use_bias=False)
     keras_layer(x, x)
-    kernels = [fixed((8, HEADS, 3), 1), fixed((8, HEADS, 3), 2), fixed((8, HEADS, 5), 3), fixed((HEADS, 5, 7), 4)]
+    kernels = [fixed((8, HEADS, 3), 1), fixed((8, HEADS, 3), 2), fixed((8, HEADS, 3), 3), fixed((HEADS, 3, 7), 4)]
     set_weights(ours, dict(zip(["query_kernel", "key_kernel", "value_kernel", "output_kernel"], kernels)))
     for dense, kernel in zip([keras_layer.query_dense, keras_layer.key_dense, keras_layer.value_dense,
                               keras_layer.output_dense], kernels):
