@@ -109,6 +109,22 @@ def test_matches_keras_multi_head_attention_with_the_same_weights(causal):
     np.testing.assert_allclose(context, want_context, atol=1e-5)
 
 
+def test_prepared_keys_and_values_give_the_same_numbers():
+    # What the Decoder does: prepare_keys(value) once, then calls with prepared_keys and no key.
+    layer = MultiHeadAttention(HEADS)
+    query, key, value = inputs()
+    want = [to_numpy(x) for x in layer(query, value, value_mask=MASK)]
+    got = [to_numpy(x) for x in layer(query, value, value_mask=MASK, prepared_keys=layer.prepare_keys(value))]
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], atol=1e-7)
+    # With a separate key, the values are projected from `value`, never from the key.
+    layer = MultiHeadAttention(HEADS, value_dim=3)  # dk 5 != dv 8: value_kernel (8, 2, 3)
+    want = [to_numpy(x) for x in layer(query, value, key=key)]
+    prepared = {"keys": layer.project_keys(key), "values": None}
+    got = [to_numpy(x) for x in layer(query, value, key=key, prepared_keys=prepared)]
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+
+
 def test_causal_mask_puts_no_weight_on_later_positions():
     x = inputs(T_IN)[2]  # self-attention: query = key = value (batch, t 4, 8)
     layer = MultiHeadAttention(HEADS)

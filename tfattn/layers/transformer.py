@@ -125,7 +125,7 @@ class TransformerBlock(keras.layers.Layer):
         """Self-attention of `h (batch, t, units)`; with a cache, the new keys and values are written
         at `positions (batch, 1)` first and the query attends over every slot."""
         attention = self.self_attention
-        keys, values = attention.prepare_keys(h), attention.project_values(h)  # (batch, heads, t, key_dim)
+        keys, values = attention.project_keys(h), attention.project_values(h)  # (batch, heads, t, key_dim)
         key_positions = positions
         if cache is not None:
             slot = ops.one_hot(positions[:, 0], cache["keys"].shape[2], dtype="bool")[:, None, :, None]  # (batch, 1, max_length, 1)
@@ -353,7 +353,7 @@ class TransformerDecoder(_Stack):
         if mask is None:
             mask = ops.ones(ops.shape(encoder_outputs)[:2], "bool")
         attentions = [block.cross_attention for block in self.blocks]
-        return {"keys": [a.prepare_keys(encoder_outputs) for a in attentions],  # each (batch, heads, t_in, key_dim)
+        return {"keys": [a.project_keys(encoder_outputs) for a in attentions],  # each (batch, heads, t_in, key_dim)
                 "values": [a.project_values(encoder_outputs) for a in attentions],
                 "mask": ops.cast(mask, "bool")}
 
