@@ -202,7 +202,8 @@ class MultiHeadAttention(ScoredAttention):
             else:
                 heads = heads + ops.einsum("bhqk,bqkv->bhqv", weights, a_value)
         # 3. Concat(head_1, ..., head_h) W^O, written as one sum over heads and value features.
-        context = ops.einsum("bhqv,hvo->bqo", heads, ops.cast(self.output_kernel, heads.dtype))  # (batch, t_q, output_dim)
+        output_kernel = ops.cast(self.output_kernel, heads.dtype)  # (heads, value_dim, output_dim)
+        context = ops.einsum("bhqv,hvo->bqo", heads, output_kernel)  # (batch, t_q, output_dim)
         return context, weights
 
     # -- the layer ----------------------------------------------------------------------------------
@@ -222,7 +223,8 @@ class MultiHeadAttention(ScoredAttention):
             keys, values = self.project_keys(key_input), self.project_values(value)  # (batch, heads, t_in, ...)
         else:
             keys = prepared_keys["keys"]  # (batch, heads, t_in, key_dim)
-            values = prepared_keys["values"] if key is None else self.project_values(value)  # (batch, heads, t_in, value_dim)
+            # (batch, heads, t_in, value_dim): prepared from the value itself unless a separate key was given
+            values = prepared_keys["values"] if key is None else self.project_values(value)
         # 3. Which (query step, key step) pairs may attend: padding, query mask, causal order.
         allowed = self.allowed_pairs(query_mask, value_mask, query_positions, key_positions, use_causal_mask)
         relative = self.relative_embeddings(query_positions, key_positions)

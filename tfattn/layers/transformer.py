@@ -128,7 +128,8 @@ class TransformerBlock(keras.layers.Layer):
         keys, values = attention.project_keys(h), attention.project_values(h)  # (batch, heads, t, key_dim)
         key_positions = positions
         if cache is not None:
-            slot = ops.one_hot(positions[:, 0], cache["keys"].shape[2], dtype="bool")[:, None, :, None]  # (batch, 1, max_length, 1)
+            slot = ops.one_hot(positions[:, 0], cache["keys"].shape[2], dtype="bool")  # (batch, max_length)
+            slot = slot[:, None, :, None]  # (batch, 1, max_length, 1): this step's slot in every head
             keys = ops.where(slot, keys, cache["keys"])  # (batch, heads, max_length, key_dim)
             values = ops.where(slot, values, cache["values"])
             cache = {"keys": keys, "values": values}
