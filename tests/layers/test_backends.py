@@ -20,9 +20,13 @@ import pytest
 from keras import ops
 
 from attention_oracles import np_attention, np_scores, set_weights
+from multihead_oracles import np_multihead, np_relative, np_sinusoids
 from tfattn.layers.attention import BahdanauAttention, LuongAttention
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
+from tfattn.layers.multihead import MultiHeadAttention
+from tfattn.layers.positions import SinusoidalPositions
+from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder
 
 BACKEND = keras.backend.backend()
 BATCH, T_IN, DQ, DK, DV, UNITS = 2, 4, 3, 2, 5, 4
@@ -227,6 +231,52 @@ def test_decoder_shapes_and_stepping_equals_teacher_forcing(case):
         step_logits, step_weights, step_state = decoder.step(TARGET_IN[:, t], step_state, memory)
         np.testing.assert_allclose(to_numpy(step_logits), logits[:, t], atol=1e-5, err_msg=f"logits, t={t}")
         np.testing.assert_allclose(to_numpy(step_weights), weights[:, t], atol=1e-5, err_msg=f"weights, t={t}")
+
+
+# -- multi-head attention, positions and the Transformer ------------------------------------------
+# Oracles from Vaswani et al. 2017 (eq. 1, section 3.2.2 and 3.5) and Shaw et al. 2018 (eq. 3-6), in
+# tests/layers/multihead_oracles.py; the full tests are test_multihead.py, test_positions.py and
+# test_transformer.py.
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_multihead_with_relative_positions_matches_numpy(causal):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BATCH, T_IN, 6)).astype("float32")  # self-attention: query = key = value
+    layer = MultiHeadAttention(heads=2, relative_clip=1)
+    layer(x, x)  # builds
+    weights = {"query_kernel": fixed((6, 2, 3), 1), "key_kernel": fixed((6, 2, 3), 2),
+               "value_kernel": fixed((6, 2, 3), 3), "output_kernel": fixed((2, 3, 6), 4),
+               "relative.key_table": fixed((3, 3), 5), "relative.value_table": fixed((3, 3), 6)}
+    set_weights(layer, weights)
+    context, heads = map(to_numpy, layer(x, x, value_mask=MASK, use_causal_mask=causal, return_heads=True))
+    allowed = MASK[:, None, :] & (np.tril(np.ones((T_IN, T_IN), bool)) if causal else True)
+    a_key, a_value = (np_relative(weights[name], 1, range(T_IN), range(T_IN))
+                      for name in ("relative.key_table", "relative.value_table"))
+    want_context, want_heads = np_multihead(x, x, x, *(weights[k].astype("float64") for k in list(weights)[:4]),
+                                            allowed, a_key, a_value)
+    np.testing.assert_allclose(heads, want_heads, atol=1e-6)
+    np.testing.assert_allclose(context, want_context, atol=1e-5)
+
+
+def test_sinusoids_match_numpy():
+    out = to_numpy(SinusoidalPositions()(np.zeros((1, 9, 6), "float32")))
+    np.testing.assert_allclose(out[0], np_sinusoids(range(9), 6), atol=1e-5)
+
+
+@pytest.mark.parametrize("positions", ["learned", "relative"])
+def test_transformer_stepping_with_the_cache_equals_teacher_forcing(positions):
+    keras.utils.set_random_seed(0)
+    settings = dict(units=8, heads=2, ff_dim=16, num_layers=2, positions=positions, max_length=6, relative_clip=2)
+    outputs, state, mask = TransformerEncoder(SOURCE_VOCAB, **settings)(SOURCE)
+    decoder = TransformerDecoder(TARGET_VOCAB, **settings)
+    logits, weights = map(to_numpy, decoder(TARGET_IN, outputs, state, mask))
+    assert_masked_softmax(weights, SOURCE_MASK)
+    memory, step_state = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
+    for t in range(TARGET_IN.shape[1]):
+        step_logits, step_weights, step_state = decoder.step(TARGET_IN[:, t], step_state, memory)
+        np.testing.assert_allclose(to_numpy(step_logits), logits[:, t], atol=1e-5, err_msg=f"logits, t={t}")
+        np.testing.assert_allclose(to_numpy(step_weights), weights[:, t], atol=1e-6, err_msg=f"weights, t={t}")
 
 
 # -- imports ----------------------------------------------------------------------------------------

@@ -88,6 +88,43 @@ def test_matches_the_per_head_oracle_with_padding(sizes, t_q):
     assert not np.allclose(heads[:, 0], heads[:, 1]), "the heads must differ (unshared projections)"
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_keras_multi_head_attention_with_the_same_weights(causal):
+    # A second, independent oracle: Keras' own layer without biases, given our four kernels. (Keras'
+    # layer on JAX needs key_dim == value_dim, hence 3 and 3.)
+    x = inputs(T_IN)[2]  # self-attention on (batch, 4, 8), so that the causal mask applies
+    ours = MultiHeadAttention(HEADS, key_dim=3, value_dim=3, output_dim=7)
+    ours(x, x)
+    keras_layer = keras.layers.MultiHeadAttention(HEADS, key_dim=3, value_dim=3, output_shape=7, use_bias=False)
+    keras_layer(x, x)
+    kernels = [fixed((8, HEADS, 3), 1), fixed((8, HEADS, 3), 2), fixed((8, HEADS, 3), 3), fixed((HEADS, 3, 7), 4)]
+    set_weights(ours, dict(zip(["query_kernel", "key_kernel", "value_kernel", "output_kernel"], kernels)))
+    for dense, kernel in zip([keras_layer.query_dense, keras_layer.key_dense, keras_layer.value_dense,
+                              keras_layer.output_dense], kernels):
+        dense.kernel.assign(kernel)
+    context, heads = map(to_numpy, ours(x, x, value_mask=MASK, use_causal_mask=causal, return_heads=True))
+    want_context, want_heads = map(to_numpy, keras_layer(x, x, attention_mask=np.broadcast_to(MASK[:, None, :], (
+        BATCH, T_IN, T_IN)), use_causal_mask=causal, return_attention_scores=True))
+    np.testing.assert_allclose(heads, want_heads, atol=1e-6)
+    np.testing.assert_allclose(context, want_context, atol=1e-5)
+
+
+def test_prepared_keys_and_values_give_the_same_numbers():
+    # What the Decoder does: prepare_keys(value) once, then calls with prepared_keys and no key.
+    layer = MultiHeadAttention(HEADS)
+    query, key, value = inputs()
+    want = [to_numpy(x) for x in layer(query, value, value_mask=MASK)]
+    got = [to_numpy(x) for x in layer(query, value, value_mask=MASK, prepared_keys=layer.prepare_keys(value))]
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], atol=1e-7)
+    # With a separate key, the values are projected from `value`, never from the key.
+    layer = MultiHeadAttention(HEADS, value_dim=3)  # dk 5 != dv 8: value_kernel (8, 2, 3)
+    want = [to_numpy(x) for x in layer(query, value, key=key)]
+    prepared = {"keys": layer.project_keys(key), "values": None}
+    got = [to_numpy(x) for x in layer(query, value, key=key, prepared_keys=prepared)]
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+
+
 def test_causal_mask_puts_no_weight_on_later_positions():
     x = inputs(T_IN)[2]  # self-attention: query = key = value (batch, t 4, 8)
     layer = MultiHeadAttention(HEADS)

@@ -14,7 +14,11 @@ from multihead_oracles import np_feed_forward, np_layer_norm, np_multihead, np_s
 from tfattn.decoding import search
 from tfattn.decoding.loop import DecodeConfig
 from tfattn.layers.attention import LuongAttention
+from tfattn.accel import seq2seq as fast
 from tfattn.layers.decoder import Decoder
+from tfattn.layers.encoder import Encoder
+from tfattn.layers.multihead import MultiHeadAttention
+from tfattn.layers.positions import RelativePositions
 from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder, transformer_layers
 from tfattn.model import Seq2Seq
 from tfattn.training.step import make_train_step
@@ -76,6 +80,39 @@ def test_encoder_matches_the_numpy_transformer_block(norm_first):
     np.testing.assert_array_equal(to_numpy(mask), SOURCE != 0)
 
 
+def np_decoder(decoder, target_in, outputs, source_mask):
+    """One decoder block (Vaswani section 3.1: masked self-attention, attention over the encoder
+    outputs, feed-forward), layer norm first, then the final norm and the vocabulary projection."""
+    w = {v.path.split("/", 1)[1]: to_numpy(v).astype("float64") for v in decoder.weights}
+    kernels = lambda name: [w[f"block_0/{name}/{k}_kernel"] for k in ("query", "key", "value", "output")]
+    norm = lambda h, name: np_layer_norm(h, w[f"{name}/gamma"], w[f"{name}/beta"])
+    t_out = target_in.shape[1]
+    x = w["embedding/embeddings"][target_in] * np.sqrt(8) + np_sinusoids(range(t_out), 8)
+    h = norm(x, "block_0/norm_0")
+    x = x + np_multihead(h, h, h, *kernels("self_attention"), np.tril(np.ones((t_out, t_out), bool)))[0]
+    h = norm(x, "block_0/norm_1")
+    context, cross = np_multihead(h, outputs, outputs, *kernels("cross_attention"), source_mask[:, None, :])
+    x = x + context
+    x = x + np_feed_forward(norm(x, "block_0/norm_2"), w["block_0/ff_hidden/kernel"], w["block_0/ff_hidden/bias"],
+                            w["block_0/ff_out/kernel"], w["block_0/ff_out/bias"])
+    logits = norm(x, "final_norm") @ w["logits_dense/kernel"] + w["logits_dense/bias"]
+    return logits, cross.mean(axis=1)
+
+
+def test_decoder_matches_the_numpy_transformer_block():
+    decoder = TransformerDecoder(20, 8, heads=2, ff_dim=16, num_layers=1)
+    outputs = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
+    state = {"h": outputs[:, 0]}
+    decoder(TARGET_IN, outputs, state, SOURCE != 0)
+    rng = np.random.default_rng(0)
+    for variable in decoder.weights:
+        variable.assign(rng.normal(scale=0.5, size=variable.shape))
+    logits, attention = map(to_numpy, decoder(TARGET_IN, outputs, state, SOURCE != 0))
+    want_logits, want_attention = np_decoder(decoder, TARGET_IN, outputs.astype("float64"), SOURCE != 0)
+    np.testing.assert_allclose(logits, want_logits, atol=1e-4)
+    np.testing.assert_allclose(attention, want_attention, atol=1e-6)
+
+
 @pytest.mark.parametrize("positions", POSITIONS)
 def test_encoder_outputs_do_not_depend_on_padding(positions):
     keras.utils.set_random_seed(0)
@@ -99,9 +136,12 @@ def test_the_rnn_decoders_attend_over_the_transformer_encoder_unchanged(style):
     assert ids.shape[0] == 2
 
 
-def test_encoder_outputs_carry_the_keras_mask():
-    outputs, _, _ = TransformerEncoder(30, **SMALL)(SOURCE)
+def test_encoder_outputs_carry_the_keras_mask_and_the_decoder_takes_it():
+    encoder, decoder = transformer_layers(30, 20, **SMALL)
+    outputs, state, _ = encoder(SOURCE)
     np.testing.assert_array_equal(to_numpy(outputs._keras_mask), SOURCE != 0)
+    _, attention = decoder(TARGET_IN, outputs, state)  # no mask passed: Keras passes the outputs' own
+    assert (to_numpy(attention)[0, :, 4:] == 0).all()
 
 
 # -- decoder ----------------------------------------------------------------------------------------
@@ -153,6 +193,16 @@ def test_attention_is_the_last_blocks_cross_attention_averaged_over_heads():
     np.testing.assert_allclose(heads.sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.parametrize("positions", ["sinusoidal", "relative"])
+def test_float16_is_finite_and_padding_still_gets_exactly_zero(positions):
+    keras.utils.set_random_seed(0)
+    encoder, decoder = transformer_layers(30, 20, positions=positions, max_length=8, dtype="float16", **SMALL)
+    logits, attention = map(to_numpy, Seq2Seq(encoder, decoder)((SOURCE, TARGET_IN)))
+    assert logits.dtype == "float16" and np.isfinite(logits).all()
+    assert (attention[0, :, 4:] == 0).all()
+    np.testing.assert_allclose(attention.astype("float64").sum(-1), 1.0, atol=5 * 2.0**-11)
+
+
 def test_decoder_logits_do_not_depend_on_source_padding():
     model = transformer("relative")
     logits, _ = model((SOURCE, TARGET_IN))
@@ -181,6 +231,16 @@ def test_greedy_and_beam_search_translate_a_sentence_the_same_alone_and_in_a_pad
     np.testing.assert_array_equal(to_numpy(one["ids"])[:, 0], greedy)
 
 
+@pytest.mark.parametrize("positions", ["learned", "relative"])
+def test_decoding_past_max_length_runs_to_the_loop_limit(positions):
+    # Documented: keep DecodeConfig.max_length <= the decoder's max_length; past it the cache stops
+    # recording, but the loop still runs to its own limit without an error.
+    model = transformer(positions, max_length=5)
+    out = search.greedy(model, SOURCE, config=DecodeConfig(max_length=9, ratio=0.0, extra=9), accel=False)
+    ids = to_numpy(out["ids"])
+    assert ids.shape[0] == 2 and 5 < ids.shape[1] <= 9, "the loop went past the cache's 5 positions"
+
+
 def test_decoding_inside_a_tf_function_of_any_batch_and_length():
     model = transformer("learned")
     signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32)]
@@ -192,18 +252,34 @@ def test_decoding_inside_a_tf_function_of_any_batch_and_length():
     assert decode(tf.constant(SOURCE[:1, :3], tf.int32), tf.constant(3))["ids"].shape[:2] == (1, 3)
 
 
+def test_multihead_attention_in_the_rnn_decoder_gives_the_same_on_the_fast_tier():
+    # The fast tier does not know MultiHeadAttention and runs the layer's own call: the same numbers.
+    # (Kept here, beside the other TensorFlow-only tests; test_multihead.py is backend-neutral.)
+    keras.utils.set_random_seed(0)
+    model = Seq2Seq(Encoder(30, 8, 16), Decoder(20, 8, 16, attention="luong", attention_layer=MultiHeadAttention(4)))
+    logits, attention = model((SOURCE, TARGET_IN))
+    fast_logits, fast_attention = fast.forward(model, tf.constant(SOURCE), tf.constant(TARGET_IN))
+    np.testing.assert_allclose(fast_logits.numpy(), to_numpy(logits), atol=1e-5)
+    np.testing.assert_allclose(fast_attention.numpy(), to_numpy(attention), atol=1e-6)
+    fast_beam, beam = (search.beam_search(model, SOURCE, beam_width=3, config=CONFIG, accel=accel)
+                       for accel in (True, False))
+    np.testing.assert_array_equal(to_numpy(fast_beam["ids"]), to_numpy(beam["ids"]))
+    np.testing.assert_allclose(to_numpy(fast_beam["scores"]), to_numpy(beam["scores"]), atol=1e-5)
+
+
 # -- training ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("positions", ["sinusoidal", "relative"])
-def test_the_transformer_trains_with_the_reference_train_step(dates_data, positions):
+@pytest.mark.parametrize("positions, dropout", [("sinusoidal", 0.0), ("relative", 0.1)])
+def test_the_transformer_trains_with_the_reference_train_step(dates_data, positions, dropout):
     train, _, source_tokenizer, target_tokenizer = dates_data
     pairs = train[:32]
     source = source_tokenizer([s for s, _ in pairs])
     target = target_tokenizer([t for _, t in pairs])
     keras.utils.set_random_seed(0)
     encoder, decoder = transformer_layers(source_tokenizer.vocab_size, target_tokenizer.vocab_size, units=16,
-                                          heads=2, ff_dim=32, num_layers=1, positions=positions, max_length=16)
+                                          heads=2, ff_dim=32, num_layers=1, positions=positions, max_length=16,
+                                          dropout=dropout)
     model = Seq2Seq(encoder, decoder)
     step = make_train_step(model, keras.optimizers.Adam(3e-3), accel=False)
     losses = [float(step(source, target)["loss"]) for _ in range(30)]
@@ -226,12 +302,14 @@ def test_bad_arguments_are_refused_naming_them(kwargs, message):
             layer(30, **kwargs)
 
 
-def test_a_target_longer_than_max_length_is_refused():
+def test_a_target_longer_than_max_length_and_outputs_of_another_size_are_refused():
     encoder, decoder = transformer_layers(30, 20, max_length=4, **SMALL)
     outputs, state, _ = encoder(SOURCE)
     decoder(TARGET_IN[:, :4], outputs, state)  # 4 steps fit
     with pytest.raises(ValueError, match="target_in has 5 steps but the decoder's max_length is 4"):
         decoder(TARGET_IN, outputs, state)
+    with pytest.raises(ValueError, match=r"encoder_outputs must have shape \(batch, t_in, units\) with units = 8"):
+        decoder(TARGET_IN[:, :4], np.ones((2, 6, 10), "float32"), state)
 
 
 @pytest.mark.parametrize("layer", [TransformerEncoder, TransformerDecoder])
@@ -261,6 +339,13 @@ def test_the_encoder_in_a_functional_model():
 
 
 class KerasHarness(testing.TestCase):
+    def test_relative_positions(self):
+        self.run_layer_test(RelativePositions, init_kwargs={"clip": 2, "key_dim": 3, "value_dim": 4},
+                            input_shape={"query_positions_shape": (2, 5), "key_positions_shape": (2, 7)},
+                            input_dtype={"query_positions_shape": "int32", "key_positions_shape": "int32"},
+                            expected_output_shape=((2, 5, 7, 3), (2, 5, 7, 4)), expected_num_trainable_weights=2,
+                            run_training_check=False)
+
     def test_encoder(self):
         self.run_layer_test(TransformerEncoder, init_kwargs={"vocab_size": 30, **SMALL, "positions": "relative"},
                             input_data=SOURCE, expected_output_shape=((2, 6, 8), {"h": (2, 8)}, (2, 6)),

@@ -8,9 +8,12 @@ Each head has its own projections, so each can look at a different source positi
 self-attention and cross-attention of the Transformer, which calls its pieces one by one:
 
     queries = project_queries(query)         # (batch, heads, t_q, key_dim)
-    keys    = prepare_keys(key)              # (batch, heads, t_in, key_dim), once per sentence
-    values  = project_values(value)          # (batch, heads, t_in, value_dim)
+    keys    = project_keys(key)              # (batch, heads, t_in, key_dim), once per sentence
+    values  = project_values(value)          # (batch, heads, t_in, value_dim), once per sentence
     context, weights = attend(queries, keys, values, mask, relative)
+
+As a `ScoredAttention`, `prepare_keys(value)` projects the encoder outputs once per sentence as both
+keys and values (`{"keys", "values"}`), so that a decoder step only projects its query.
 
 `relative_clip=k` adds the relative positions of Shaw et al. (2018) inside the scores and the values,
 and `use_causal_mask=True` lets a query step see only key steps at or before its own position.
@@ -80,8 +83,10 @@ class MultiHeadAttention(ScoredAttention):
 
     Call arguments:
         query: `(batch, t_q, dq)`. value: `(batch, t_in, dv)`. key: optional `(batch, t_in, dk)`,
-            defaults to `value`. query_mask, value_mask, key_mask, prepared_keys, training: as
-            `ScoredAttention` takes them (`prepared_keys` from `prepare_keys`, one per head).
+            defaults to `value`. query_mask, value_mask, key_mask, training: as `ScoredAttention`
+            takes them.
+        prepared_keys: optional `prepare_keys(value)`: the projected keys and, unless a separate
+            `key` is given, the projected values.
         use_causal_mask: bool. Key step `j` is seen only by query steps `i >= j` (by position).
         return_heads: bool. Return every head's weights rather than their mean.
         query_positions: optional int `(batch, t_q)`; key_positions: optional int `(batch, t_in)`.
@@ -146,9 +151,15 @@ class MultiHeadAttention(ScoredAttention):
         """`query (batch, t_q, dq)` -> `Q W_i^Q` for every head, `(batch, heads, t_q, key_dim)`."""
         return ops.einsum("bqd,dhe->bhqe", query, ops.cast(self.query_kernel, query.dtype))
 
-    def prepare_keys(self, key):
+    def project_keys(self, key):
         """`key (batch, t_in, dk)` -> `K W_i^K` for every head, `(batch, heads, t_in, key_dim)`."""
         return ops.einsum("bkd,dhe->bhke", key, ops.cast(self.key_kernel, key.dtype))
+
+    def prepare_keys(self, key):
+        """What a decoder computes once per sentence: `{"keys": K W_i^K, "values": K W_i^V}`, each
+        `(batch, heads, t_in, ...)`, for attending over `key` as both keys and values (as the
+        `Decoder` does); `call` uses the values only when no separate `key` is given."""
+        return {"keys": self.project_keys(key), "values": self.project_values(key)}
 
     def project_values(self, value):
         """`value (batch, t_in, dv)` -> `V W_i^V` for every head, `(batch, heads, t_in, value_dim)`."""
@@ -191,7 +202,8 @@ class MultiHeadAttention(ScoredAttention):
             else:
                 heads = heads + ops.einsum("bhqk,bqkv->bhqv", weights, a_value)
         # 3. Concat(head_1, ..., head_h) W^O, written as one sum over heads and value features.
-        context = ops.einsum("bhqv,hvo->bqo", heads, ops.cast(self.output_kernel, heads.dtype))  # (batch, t_q, output_dim)
+        output_kernel = ops.cast(self.output_kernel, heads.dtype)  # (heads, value_dim, output_dim)
+        context = ops.einsum("bhqv,hvo->bqo", heads, output_kernel)  # (batch, t_q, output_dim)
         return context, weights
 
     # -- the layer ----------------------------------------------------------------------------------
@@ -207,8 +219,12 @@ class MultiHeadAttention(ScoredAttention):
         key_positions = default_positions(key_input) if key_positions is None else key_positions  # (batch, t_in)
         # 2. Projections, per head.
         queries = self.project_queries(query)  # (batch, heads, t_q, key_dim)
-        keys = self.prepare_keys(key_input) if prepared_keys is None else prepared_keys  # (batch, heads, t_in, key_dim)
-        values = self.project_values(value)  # (batch, heads, t_in, value_dim)
+        if prepared_keys is None:
+            keys, values = self.project_keys(key_input), self.project_values(value)  # (batch, heads, t_in, ...)
+        else:
+            keys = prepared_keys["keys"]  # (batch, heads, t_in, key_dim)
+            # (batch, heads, t_in, value_dim): prepared from the value itself unless a separate key was given
+            values = prepared_keys["values"] if key is None else self.project_values(value)
         # 3. Which (query step, key step) pairs may attend: padding, query mask, causal order.
         allowed = self.allowed_pairs(query_mask, value_mask, query_positions, key_positions, use_causal_mask)
         relative = self.relative_embeddings(query_positions, key_positions)

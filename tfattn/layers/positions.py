@@ -190,8 +190,11 @@ class RelativePositions(keras.layers.Layer):
 
     def call(self, query_positions, key_positions):
         rows = self.distances(query_positions, key_positions)  # (batch, t_q, t_in)
-        a_key = ops.take(self.key_table, rows, axis=0)  # (batch, t_q, t_in, key_dim)
-        a_value = ops.take(self.value_table, rows, axis=0) if self.value_dim else None  # (batch, t_q, t_in, value_dim)
+        table = lambda w: ops.cast(w, self.compute_dtype)
+        a_key = ops.take(table(self.key_table), rows, axis=0)  # (batch, t_q, t_in, key_dim)
+        a_value = None
+        if self.value_dim:
+            a_value = ops.take(table(self.value_table), rows, axis=0)  # (batch, t_q, t_in, value_dim)
         return a_key, a_value
 
     def get_config(self):

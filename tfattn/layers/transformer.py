@@ -125,10 +125,11 @@ class TransformerBlock(keras.layers.Layer):
         """Self-attention of `h (batch, t, units)`; with a cache, the new keys and values are written
         at `positions (batch, 1)` first and the query attends over every slot."""
         attention = self.self_attention
-        keys, values = attention.prepare_keys(h), attention.project_values(h)  # (batch, heads, t, key_dim)
+        keys, values = attention.project_keys(h), attention.project_values(h)  # (batch, heads, t, key_dim)
         key_positions = positions
         if cache is not None:
-            slot = ops.one_hot(positions[:, 0], cache["keys"].shape[2], dtype="bool")[:, None, :, None]  # (batch, 1, max_length, 1)
+            slot = ops.one_hot(positions[:, 0], cache["keys"].shape[2], dtype="bool")  # (batch, max_length)
+            slot = slot[:, None, :, None]  # (batch, 1, max_length, 1): this step's slot in every head
             keys = ops.where(slot, keys, cache["keys"])  # (batch, heads, max_length, key_dim)
             values = ops.where(slot, values, cache["values"])
             cache = {"keys": keys, "values": values}
@@ -252,6 +253,9 @@ class TransformerEncoder(_Stack):
     Shaw et al. 2018, arXiv 1803.02155 (relative positions).
     """
 
+    def __init__(self, vocab_size, units, **kwargs):
+        super().__init__(vocab_size, units, cross=False, **kwargs)
+
     def build(self, source_shape):
         self.build_stack(source_shape)
 
@@ -350,7 +354,7 @@ class TransformerDecoder(_Stack):
         if mask is None:
             mask = ops.ones(ops.shape(encoder_outputs)[:2], "bool")
         attentions = [block.cross_attention for block in self.blocks]
-        return {"keys": [a.prepare_keys(encoder_outputs) for a in attentions],  # each (batch, heads, t_in, key_dim)
+        return {"keys": [a.project_keys(encoder_outputs) for a in attentions],  # each (batch, heads, t_in, key_dim)
                 "values": [a.project_values(encoder_outputs) for a in attentions],
                 "mask": ops.cast(mask, "bool")}
 
@@ -409,6 +413,9 @@ class TransformerDecoder(_Stack):
         check("target_in", target_in, ("batch", "t_out"))
         check("encoder_outputs", encoder_outputs, ("batch", "t_in", "units"))
         check("encoder_outputs_mask", encoder_outputs_mask, ("batch", "t_in"))
+        if encoder_outputs.shape[-1] not in (None, self.units):
+            raise ValueError(f"encoder_outputs must have shape (batch, t_in, units) with units = {self.units}. "
+                             f"Received: encoder_outputs.shape={tuple(encoder_outputs.shape)}")
         t_out = target_in.shape[1]
         if t_out is not None and t_out > self.max_length:
             raise ValueError(f"target_in has {t_out} steps but the decoder's max_length is {self.max_length}. "
