@@ -34,7 +34,8 @@ test-fast: $(STAMP)
 # The layer tests that run on either Keras backend (no TensorFlow import; outputs read through NumPy),
 # under JAX for CPU. The prefix overrides the KERAS_BACKEND exported above for this command only. The
 # rest of the suite is TensorFlow's by design: tf.function, tf.data, tensorflow-text, SavedModel.
-JAX_TESTS := tests/layers/test_backends.py tests/layers/test_decoder_paper.py tests/layers/test_keras_conventions.py
+JAX_TESTS := tests/layers/test_backends.py tests/layers/test_decoder_paper.py tests/layers/test_keras_conventions.py \
+	tests/layers/test_multihead.py tests/layers/test_positions.py
 
 test-jax: $(STAMP)
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -ra $(JAX_TESTS)

@@ -63,6 +63,7 @@ def dynamic_decode(model, source, strategy, config=None):
         The dict of `strategy.finalize`.
     """
     config = config or DecodeConfig()
+    check_steps(model.decoder, config)
     source = tf.convert_to_tensor(source, tf.int32)
     t_in = tf.shape(source)[1]
     strategy = strategy.with_vocab(model.decoder.vocab_size)
@@ -72,6 +73,16 @@ def dynamic_decode(model, source, strategy, config=None):
     final, steps = decode_loop(model.decoder.step, strategy, (memory, state), length_limits(source, config),
                                source != 0, config.max_length)
     return strategy.finalize(final, steps, t_in)
+
+
+def check_steps(decoder, config):
+    """Refuses a `config.max_length` beyond the steps a decoder can take (a Transformer decoder's
+    key/value cache has `max_length` positions); RNN decoders have no such bound."""
+    steps = getattr(decoder, "max_length", None)
+    if steps is not None and config.max_length > steps:
+        raise ValueError(
+            f"DecodeConfig.max_length must be at most the decoder's max_length ({steps}: its key/value cache "
+            f"and positions cover that many steps). Received: max_length={config.max_length}")
 
 
 def beam_rows(strategy, nested):
