@@ -24,18 +24,17 @@ differentiates a loop) are left out: they never run.
 
 import collections
 import contextlib
+import functools
 
 import tensorflow as tf
 from tensorflow.python.framework import kernels, op_def_registry
 
-# Ops TensorFlow runs on the host inside a GPU graph, each for a stated reason. Nothing else may lack a
-# GPU kernel. (Op type, dtype attribute value or None for any) -> why.
-HOST_OPS = {
-    ("Const", tf.string): "the message of a `tf.Assert` (Keras' cuDNN path checks its mask is right-padded); "
-                          "a string constant lives in host memory, which is where Assert reads it",
-    ("Assert", None): "checks a condition and prints its message: TensorFlow registers it for CPU only and "
-                      "places it on the host (soft placement); it reads one boolean back per call, not per step",
-}
+# The one kind of node allowed to lack a GPU kernel, and why: a string constant that feeds nothing
+# but `Assert` nodes (their messages, e.g. from `SparseSoftmaxCrossEntropyWithLogits`' shape check or
+# Keras' check that a cuDNN mask is right-padded), or nothing at all (grappler prunes it). TensorFlow
+# has no GPU kernel for a string `Const`; `Assert` itself has an all-device kernel that reads its
+# message from host memory, so the placer keeps these constants on the host and nothing is copied.
+HOST_CONSTANT = "string Const feeding only Assert"
 
 
 def registry_has_gpu_kernels():
@@ -44,21 +43,21 @@ def registry_has_gpu_kernels():
 
 
 def graph_nodes(concrete_function):
-    """Every `NodeDef` of `concrete_function`'s graph and of the library functions it reaches."""
+    """Every `NodeDef` of `concrete_function`'s graph and of the library functions it reaches, as
+    `(nodes, groups)`: the flat list, and `{function name or "": its nodes}` ("" is the top graph)."""
     graph_def = concrete_function.graph.as_graph_def()
     library = {f.signature.name: f for f in graph_def.library.function}
-    nodes, reached = [], set()
-    pending = [list(graph_def.node)]
+    groups, pending = {}, [("", list(graph_def.node))]
     while pending:
-        for node in pending.pop():
-            nodes.append(node)
+        name, group = pending.pop()
+        groups[name] = group
+        for node in group:
             for value in node.attr.values():
-                names = [value.func.name] if value.HasField("func") else [f.name for f in value.list.func]
-                for name in names:
-                    if name in library and name not in reached:
-                        reached.add(name)
-                        pending.append(list(library[name].node_def))
-    return nodes, reached
+                called = [value.func.name] if value.HasField("func") else [f.name for f in value.list.func]
+                for callee in called:
+                    if callee in library and callee not in groups and all(callee != n for n, _ in pending):
+                        pending.append((callee, list(library[callee].node_def)))
+    return [node for group in groups.values() for node in group], groups
 
 
 def _type_values(node, name):
@@ -73,12 +72,17 @@ def _type_values(node, name):
     return list(value.list.type) if value.HasField("list") else [value.type]
 
 
+@functools.cache
+def gpu_kernels(op_type):
+    """The unlabelled kernels registered for `op_type` on GPU or on every device ("DEFAULT")."""
+    return [kernel for kernel in kernels.get_registered_kernels_for_op(op_type).kernel
+            if kernel.device_type in ("GPU", "DEFAULT") and not kernel.label]
+
+
 def gpu_kernel(node):
     """The `KernelDef` of a GPU (or all-device) kernel registered for `node`'s op that accepts its
     types, or None."""
-    for kernel in kernels.get_registered_kernels_for_op(node.op).kernel:
-        if kernel.device_type not in ("GPU", "DEFAULT") or kernel.label:
-            continue
+    for kernel in gpu_kernels(node.op):
         accepted = True
         for constraint in kernel.constraint:
             types = _type_values(node, constraint.name)
@@ -100,39 +104,70 @@ def tf_finds_gpu_kernel(node):
     return bool(_pywrap_kernel_registry.TryFindKernelClass(on_gpu.SerializeToString()))
 
 
-def host_reason(node):
-    """Why `node` may run on the host (`HOST_OPS`), or None."""
-    dtype = node.attr["dtype"].type if "dtype" in node.attr else None
-    return HOST_OPS.get((node.op, None)) or HOST_OPS.get((node.op, tf.as_dtype(dtype) if dtype else None))
+def consumers(group):
+    """`{node name: [NodeDef reading it]}` within one graph or function body."""
+    readers = collections.defaultdict(list)
+    for node in group:
+        for name in node.input:
+            readers[name.lstrip("^").split(":")[0]].append(node)
+    return readers
+
+
+def is_host_constant(node, readers):
+    """Whether `node` is a string `Const` read by `Assert` nodes only (`HOST_CONSTANT`)."""
+    return (node.op == "Const" and node.attr["dtype"].type == tf.string.as_datatype_enum
+            and all(reader.op == "Assert" for reader in readers[node.name]))
 
 
 def audit(concrete_function):
-    """Audits a traced function: a dict of `ops` (node count), `op_types` (Counter), `functions`
-    (library functions reached), `host` (Counter of allowed host ops), `without_gpu_kernel` (sorted
-    list of `op(type attrs)` strings of every other node without a GPU kernel) and `disagreements`
-    (nodes where `gpu_kernel` and TensorFlow's lookup differ)."""
-    nodes, functions = graph_nodes(concrete_function)
-    host, missing, disagreements = collections.Counter(), set(), set()
-    for node in nodes:
-        ours = gpu_kernel(node) is not None
-        if ours != tf_finds_gpu_kernel(node):
-            disagreements.add(describe(node))
-        if ours:
-            continue
-        if host_reason(node):
-            host[node.op] += 1
-        else:
-            missing.add(describe(node))
-    return {"ops": len(nodes), "op_types": collections.Counter(n.op for n in nodes), "functions": functions,
-            "host": host, "without_gpu_kernel": sorted(missing), "disagreements": sorted(disagreements)}
+    """Audits a traced function. Returns a dict:
+
+    - `ops`: the number of nodes, `op_types`: a Counter of their op types;
+    - `functions`: the names of the library functions reached;
+    - `host`: the number of `HOST_CONSTANT` nodes;
+    - `without_gpu_kernel`: sorted `Op(type attrs)` strings of every other node without a GPU kernel;
+    - `disagreements`: nodes where `gpu_kernel` and TensorFlow's own lookup answer differently;
+    - `string_ops`: sorted op types of the nodes that read or write `tf.string`, other than
+      `HOST_CONSTANT`s and the `Assert`s reading them (text processing).
+    """
+    nodes, groups = graph_nodes(concrete_function)
+    host, missing, disagreements, strings = 0, set(), set(), set()
+    for group in groups.values():
+        readers = consumers(group)
+        for node in group:
+            ours = gpu_kernel(node) is not None
+            if ours != tf_finds_gpu_kernel(node):
+                disagreements.add(describe(node))
+            allowed = is_host_constant(node, readers)
+            if not ours and allowed:
+                host += 1
+            elif not ours:
+                missing.add(describe(node))
+            if handles_strings(node) and not allowed and node.op != "Assert":
+                strings.add(node.op)
+    return {"ops": len(nodes), "op_types": collections.Counter(n.op for n in nodes),
+            "functions": set(groups) - {""}, "host": host, "without_gpu_kernel": sorted(missing),
+            "disagreements": sorted(disagreements), "string_ops": sorted(strings)}
+
+
+def handles_strings(node):
+    """Whether one of `node`'s inputs or outputs is a `tf.string` (read from its op's `OpDef`)."""
+    op_def = op_def_registry.get(node.op)
+    if op_def is None:
+        return False
+    for arg in list(op_def.input_arg) + list(op_def.output_arg):
+        if arg.type == tf.string.as_datatype_enum:
+            return True
+        name = arg.type_attr or arg.type_list_attr
+        if name and tf.string.as_datatype_enum in (_type_values(node, name) or []):
+            return True
+    return False
 
 
 def describe(node):
     """`Op(T=float32, ...)`: a node's op and type attributes."""
-    types = []
-    for name, value in sorted(node.attr.items()):
-        if value.HasField("type"):
-            types.append(f"{name}={tf.as_dtype(value.type).name}")
+    types = [f"{name}={tf.as_dtype(value.type).name}" for name, value in sorted(node.attr.items())
+             if value.HasField("type")]
     return f"{node.op}({', '.join(types)})"
 
 
