@@ -328,13 +328,15 @@ class _Reads:
         monkeypatch.setattr(tf_ops._EagerTensorBase, "_numpy", counted)
 
 
-def reads_per_epoch(monkeypatch, on_step=None):
-    """Host reads during each of three epochs of 4, 6 and 8 steps, with `log_every=4`."""
+def reads_per_epoch(monkeypatch, make_on_step=lambda trainer: None):
+    """Host reads during each of three epochs of 4, 6 and 8 steps, with `log_every=4`, and
+    `make_on_step(trainer)`'s function after each step."""
     keras.utils.set_random_seed(0)
     model = tfattn.make_model(ModelConfig(**TINY), VOCAB, VOCAB)
     rows = np.array([[1, 5, 6, 2], [1, 7, 2, 0]], "int32")
     trainer = Trainer(model, TrainConfig(epochs=3, log_every=4), quiet=True)
     trainer.train_step(rows, rows)  # traced before counting
+    on_step = make_on_step(trainer)
     reads, counts = _Reads(monkeypatch), []
     epochs = lambda epoch: tf.data.Dataset.from_tensors((rows, rows)).repeat(2 + 2 * epoch)  # noqa: E731
     trainer.fit(epochs, callbacks=[lambda epoch, logs: counts.append(reads.count)], on_step=on_step)
@@ -358,13 +360,10 @@ def test_the_command_line_loop_reads_from_the_device_every_log_every_steps_only(
     class Run:
         path = staticmethod(lambda name: str(tmp_path / name))
 
-    savers = []
+    def make_on_step(trainer):
+        saver = runs._Saver(Run(), trainer, every=1000)
+        saver.saved_step, saver.saved_this_session = trainer.step, True  # no save is due in the test
+        return lambda trainer, logs: saver.after_step(logs["step_loss"])  # as `runs._train` has it
 
-    def on_step(trainer, logs):
-        if not savers:
-            savers.append(runs._Saver(Run(), trainer, every=1000))
-            savers[0].saved_step, savers[0].saved_this_session = trainer.step, True  # no save is due
-        savers[0].after_step(logs["step_loss"])
-
-    four, six, _ = reads_per_epoch(monkeypatch, on_step)
+    four, six, _ = reads_per_epoch(monkeypatch, make_on_step)
     assert six == four
