@@ -88,10 +88,14 @@ def traced_decoder(kind, accel, name):
     return tf.function(fn, input_signature=signature, autograph=False).get_concrete_function()
 
 
-@functools.cache
 def audited(what, kind, accel, gpu):
     """The audit of `what` ("train" or a `DECODERS` name) for one kind and tier, traced as on a GPU or
-    here; printed once."""
+    here; made and printed once."""
+    return _audited(what, kind, accel, gpu)
+
+
+@functools.cache
+def _audited(what, kind, accel, gpu):
     with gpu_visible() if gpu else _nothing():
         function = traced_train_step(kind, accel) if what == "train" else traced_decoder(kind, accel, what)
     report = audit(function)
@@ -113,9 +117,11 @@ class _nothing:
 # Ops without a GPU kernel today, each named with where it comes from; the audit fails on any other,
 # and on any of these once it is gone (then delete its line).
 KNOWN_WITHOUT_GPU_KERNEL = {
-    # `tfattn/accel/decoding.py` (`CompactSearch`'s scatter of the finished sentences' search state back
-    # into place): TensorFlow registers `TensorScatterUpdate` on GPU for numbers, not for bool. On a GPU
-    # the placer puts it on the host: a copy of the `finished` flags each step of the fast tier's loop.
+    # `tfattn/accel/decoding.py`, `Compaction.record`: the search state of the sentences still searched
+    # is scattered back into place with `tf.tensor_scatter_nd_update`, whose GPU kernels take float32,
+    # float64, int64 and complex numbers, not the bool `finished` flags. On a GPU the placer puts that
+    # node on the host: the flags cross to the host and back at every step of the fast tier's batch
+    # loop (`compacted_decode`, for greedy and beam search; its sampling keeps every row).
     ("greedy", True): ["TensorScatterUpdate(T=bool, Tindices=int32)"],
     ("beam", True): ["TensorScatterUpdate(T=bool, Tindices=int32)"],
 }
