@@ -51,6 +51,7 @@ KINDS = {
     "luong-lstm": ModelConfig(attention="luong", rnn="lstm", input_feeding=False, score="general", **TINY),
 }
 QUICK = ("bahdanau-gru", "luong-lstm")
+RNN_KINDS = ("bahdanau-gru", "bahdanau-lstm", "luong-gru-feed", "luong-gru", "luong-lstm-feed", "luong-lstm")
 VOCAB = 20
 SOURCE = tf.TensorSpec([None, None], tf.int32, name="source")
 WIDTH = tf.TensorSpec([], tf.int32, name="beam_width")
@@ -207,11 +208,9 @@ def test_the_input_pipeline_holds_the_text_ops():
 
 
 def recurrent_layers(model):
-    """The Keras GRU/LSTM layers of a model: each direction of the encoder's, and the decoder's."""
-    layers = []
-    for layer in model.encoder.rnn_layers:
-        layers += [layer.forward_layer, layer.backward_layer] if model.encoder.bidirectional else [layer]
-    return layers + [model.decoder.rnn_layer]
+    """Every Keras GRU/LSTM layer of a model (each direction of a bidirectional one), in order."""
+    return [layer for layer in model._flatten_layers(include_self=False)
+            if isinstance(layer, (keras.layers.GRU, keras.layers.LSTM))]
 
 
 def cudnn_conditions(layer):
@@ -236,7 +235,8 @@ def cudnn_conditions(layer):
 def test_recurrent_layers_meet_keras_conditions_for_cudnn(kind):
     model = model_of(kind)
     layers = recurrent_layers(model)
-    assert len(layers) == KINDS[kind].num_layers * (2 if KINDS[kind].bidirectional else 1) + 1
+    if kind in RNN_KINDS:  # the encoder's directions and layers, and the decoder's
+        assert len(layers) == KINDS[kind].num_layers * (2 if KINDS[kind].bidirectional else 1) + 1
     for layer in layers:
         failed = [name for name, ok in cudnn_conditions(layer).items() if not ok]
         assert failed == [], f"{layer.name}: {failed}"
