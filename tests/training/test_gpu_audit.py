@@ -256,8 +256,10 @@ def test_on_a_gpu_every_layer_run_whole_is_one_cudnn_kernel(kind, accel):
     assert on_gpu["CudnnRNNBackpropV3"] == whole
 
 
-@pytest.mark.parametrize("kind,accel", [("bahdanau-gru", True), pytest.param("luong-lstm", False, marks=pytest.mark.long)])
+@pytest.mark.parametrize("kind,accel", [("bahdanau-gru", True),
+                                        pytest.param("luong-lstm", False, marks=pytest.mark.long)])
 def test_traced_here_no_cudnn_kernel(kind, accel):
+    """Without a GPU, neither tier's graph holds a cuDNN kernel."""
     here = audited("train", kind, accel, gpu=False)["op_types"]
     assert not [op for op in here if op.startswith("Cudnn")]
 

@@ -3,7 +3,8 @@
 Replaces `Encoder.call`'s Keras GRU/LSTM layers on a CPU: each direction's input projection is one
 matmul over all steps, both directions of a bidirectional layer step in one `tf.while_loop`
 (`rnn.run_masked`), and in training a GRU runs `loops.gru`, whose backward pass is written out.
-On a GPU the Keras layers run, as cuDNN kernels (`tfattn.config.recurrent_path`). A test checks outputs and gradients against `Encoder.call`.
+On a GPU the Keras layers run, as cuDNN kernels (`tfattn.config.recurrent_path`). A test checks
+outputs and gradients against `Encoder.call`.
 """
 
 from keras import ops
