@@ -15,10 +15,14 @@ kernels even on a machine without a GPU, so the audit reads the kernels a GPU ru
 CPU-only build (macOS, `tensorflow-cpu`) registers none; there the audit cannot tell anything, and
 `registry_has_gpu_kernels()` says so (the tests skip with that reason, rather than pass on nothing).
 
+Ops on int32 shapes and sizes need no allow-list: TensorFlow registers their GPU (or all-device)
+kernels with those arguments in host memory (`KernelDef.host_memory_arg`, as it does for variable
+handles), which is how a GPU graph runs them; the audit counts them (`host_memory`). What lacks a GPU kernel is either
+`HOST_CONSTANT` below, with its reason, or reported.
+
 `graph_nodes` walks a traced function's graph and every function it reaches through a function-valued
 attribute: `While`/`StatelessWhile` (`cond`, `body`), `If`/`StatelessIf` (`then_branch`,
-`else_branch`), `Case` (`branches`), `PartitionedCall`/`StatefulPartitionedCall` (`f`), and gradient
-functions. Library functions no node reaches (the forward loop bodies TensorFlow rewrites when it
+`else_branch`), `Case` (`branches`) and `PartitionedCall`/`StatefulPartitionedCall` (`f`). Library functions no node reaches (the forward loop bodies TensorFlow rewrites when it
 differentiates a loop) are left out: they never run.
 """
 
@@ -74,9 +78,10 @@ def _type_values(node, name):
 
 @functools.cache
 def gpu_kernels(op_type):
-    """The unlabelled kernels registered for `op_type` on GPU or on every device ("DEFAULT")."""
-    return [kernel for kernel in kernels.get_registered_kernels_for_op(op_type).kernel
-            if kernel.device_type in ("GPU", "DEFAULT") and not kernel.label]
+    """The unlabelled kernels registered for `op_type` on GPU, then those for every device ("DEFAULT"),
+    in the order TensorFlow's lookup prefers them."""
+    registered = [k for k in kernels.get_registered_kernels_for_op(op_type).kernel if not k.label]
+    return [k for k in registered if k.device_type == "GPU"] + [k for k in registered if k.device_type == "DEFAULT"]
 
 
 def gpu_kernel(node):
@@ -125,17 +130,21 @@ def audit(concrete_function):
     - `ops`: the number of nodes, `op_types`: a Counter of their op types;
     - `functions`: the names of the library functions reached;
     - `host`: the number of `HOST_CONSTANT` nodes;
+    - `host_memory`: the number of nodes whose GPU kernel keeps some inputs or outputs in host memory
+      (int32 shapes, sizes and indices; variable handles): the GPU kernel runs, reading those there;
     - `without_gpu_kernel`: sorted `Op(type attrs)` strings of every other node without a GPU kernel;
     - `disagreements`: nodes where `gpu_kernel` and TensorFlow's own lookup answer differently;
     - `string_ops`: sorted op types of the nodes that read or write `tf.string`, other than
       `HOST_CONSTANT`s and the `Assert`s reading them (text processing).
     """
     nodes, groups = graph_nodes(concrete_function)
-    host, missing, disagreements, strings = 0, set(), set(), set()
+    host, host_memory, missing, disagreements, strings = 0, 0, set(), set(), set()
     for group in groups.values():
         readers = consumers(group)
         for node in group:
-            ours = gpu_kernel(node) is not None
+            kernel = gpu_kernel(node)
+            ours = kernel is not None
+            host_memory += ours and bool(kernel.host_memory_arg)
             if ours != tf_finds_gpu_kernel(node):
                 disagreements.add(describe(node))
             allowed = is_host_constant(node, readers)
@@ -146,7 +155,7 @@ def audit(concrete_function):
             if handles_strings(node) and not allowed and node.op != "Assert":
                 strings.add(node.op)
     return {"ops": len(nodes), "op_types": collections.Counter(n.op for n in nodes),
-            "functions": set(groups) - {""}, "host": host, "without_gpu_kernel": sorted(missing),
+            "functions": set(groups) - {""}, "host": host, "host_memory": host_memory, "without_gpu_kernel": sorted(missing),
             "disagreements": sorted(disagreements), "string_ops": sorted(strings)}
 
 
