@@ -12,6 +12,9 @@ through `tfattn/layers/` in a debugger, or to read what runs:
 
 The environment variable `TFATTN_ACCEL=0` (or `false`, `no`, `off`) starts a process with it off.
 The choice is read when a step, a decoding function or an export is made (traced), not at every call.
+
+On a GPU the fast tier's written-out recurrent loops give way to cuDNN: `recurrent_path` says what
+runs the recurrent layers on this machine, and is what the fast tier asks (`docs/tiers.md`).
 """
 
 import contextlib
@@ -62,3 +65,34 @@ def resolve_accel(accel, model=None):
 
         return supports(model)
     return accel
+
+
+RECURRENT_PATHS = ("cudnn", "loops", "keras")
+
+
+def gpu_visible():
+    """Whether TensorFlow sees a GPU: `tf.config.list_logical_devices("GPU")` is not empty, the question
+    Keras asks before it runs a `GRU` or `LSTM` layer as one cuDNN kernel."""
+    import tensorflow as tf  # imported here: the switch itself needs no TensorFlow
+
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def recurrent_path(accel=None):
+    """What runs the recurrent layers that read a whole sequence at once (the encoder's, and a Luong
+    decoder's without input feeding), on this machine and tier; the fast tier asks this.
+
+    Args:
+        accel: bool or None, the tier (`None` follows the switch).
+
+    Returns:
+        `"cudnn"` when TensorFlow sees a GPU (`gpu_visible`), on either tier: the Keras `GRU`/`LSTM`
+        layers, which Keras runs as cuDNN kernels there (the fast tier's loops are CPU techniques);
+        `"loops"` for the fast tier without a GPU: `tfattn.accel.rnn`'s written-out loops;
+        `"keras"` for the reference tier without a GPU: the Keras layers' own step loop.
+        The decoders that attend at every step (Bahdanau's, Luong's with input feeding) step one
+        token at a time whatever this says: by the fast tier's written-out step or the Keras cell.
+    """
+    if gpu_visible():
+        return "cudnn"
+    return "loops" if resolve_accel(accel) else "keras"

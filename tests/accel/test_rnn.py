@@ -82,7 +82,7 @@ def test_luong_whole_target_loop_equals_the_keras_layer(kind, monkeypatch):
     target_in = np.array([[1, 4, 9, 0, 0], [1, 12, 3, 7, 2]])
     reference = decoder(target_in, outputs, state, mask)  # builds; the oracle
     ours = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
-    monkeypatch.setattr("tfattn.accel.rnn.prefer_keras_layers", lambda: True)
+    monkeypatch.setattr("tfattn.config.gpu_visible", lambda: True)  # as on a GPU
     keras_layer = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
     for got in (ours, keras_layer):
         for a, b in zip(got, reference):

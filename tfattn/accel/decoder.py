@@ -24,6 +24,7 @@ from keras import ops
 from tfattn.accel import attention as fast_attention
 from tfattn.accel import loops, rnn
 from tfattn.accel.rnn import scan
+from tfattn.config import recurrent_path
 
 _HIDDEN_FOLDED = ("hidden_kernel", "hidden_kernel_embedding")  # into Bahdanau's "hidden_table"
 
@@ -191,7 +192,7 @@ def _bahdanau_loop(decoder, gates_x, state, memory, weights):
 def _luong_parallel(decoder, embedded, state, memory, weights, training):
     """Luong without input feeding: the RNN over the whole target, then attention for all steps."""
     gates_x = rnn.project_inputs(weights, embedded)  # (batch, t_out, gates * units)
-    if rnn.prefer_keras_layers():  # cuDNN
+    if recurrent_path(accel=True) == "cudnn":  # the Keras layer, for cuDNN
         states = [state["h"]] if decoder.rnn == "gru" else [state["h"], state["c"]]
         h, *_ = decoder.rnn_layer(embedded, initial_state=states, training=training)  # (batch, t_out, units)
     elif training and decoder.rnn == "gru":  # its backward pass written out (see `loops`)

@@ -3,17 +3,19 @@
 Replaces `Encoder.call`'s Keras GRU/LSTM layers on a CPU: each direction's input projection is one
 matmul over all steps, both directions of a bidirectional layer step in one `tf.while_loop`
 (`rnn.run_masked`), and in training a GRU runs `loops.gru`, whose backward pass is written out.
-On a GPU the Keras layers run (cuDNN). A test checks outputs and gradients against `Encoder.call`.
+On a GPU the Keras layers run, as cuDNN kernels (`tfattn.config.recurrent_path`). A test checks
+outputs and gradients against `Encoder.call`.
 """
 
 from keras import ops
 
 from tfattn.accel import loops, rnn
+from tfattn.config import recurrent_path
 
 
 def encode(encoder, source, training=False):
     """`encoder(source, training)` by the fast path: `(outputs, state, mask)` as `Encoder.call` returns."""
-    if rnn.prefer_keras_layers():
+    if recurrent_path(accel=True) == "cudnn":  # the Keras layers, for cuDNN
         return encoder(source, training=training)
     # 1. Embed; padding (id 0) is masked, as in `Encoder.call`.
     mask = ops.not_equal(source, 0)  # (batch, t_in)

@@ -7,9 +7,9 @@ decoder's loop (the attention context, the fed attentional vector) adds its own 
 below then do the recurrent half, and `run_masked` runs them over padded sequences, both directions
 of a bidirectional encoder in one loop, with fewer graph nodes per step than the Keras layers' loop
 (`docs/performance.md` has the figures). In training, a GRU runs these same steps in
-`tfattn.accel.loops`, with their backward pass written out. On a GPU
-(`prefer_keras_layers`) the encoder and the Luong decoder without input feeding use the Keras
-layers instead, for cuDNN.
+`tfattn.accel.loops`, with their backward pass written out. On a GPU the encoder and the Luong
+decoder without input feeding run the Keras layers instead, for cuDNN (`tfattn.config.recurrent_path`
+decides).
 
     GRU  (Keras layout, reset_after=True; gates z, r, h):
         gates_x = x @ kernel + input_bias                  # (batch, 3 units), from outside the step
@@ -30,11 +30,6 @@ import tensorflow as tf
 from keras import ops
 
 from tfattn.accel import branch
-
-
-def prefer_keras_layers():
-    """Whether to run the Keras GRU/LSTM layers rather than the loops here: on a GPU, for cuDNN."""
-    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def cell_weights(cell, dtype, split_at=None):
