@@ -268,8 +268,10 @@ class BahdanauAttention(ScoredAttention):
     Args:
         units: int. Size of the hidden layer that scores each (query, key) pair.
         normalize: bool. Use the weight-normalized variant. Defaults to `False`.
+        probability: `"soft"` or `"hard"` (one position, as `ScoredAttention` describes). Defaults
+            to `"soft"`.
         dropout: float. Dropout on the attention weights in training. Defaults to `0.0`.
-        seed: int or None. Seed of that dropout. Defaults to `None`.
+        seed: int or None. Seed of that dropout and of hard attention's draws. Defaults to `None`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Attributes (once built):
