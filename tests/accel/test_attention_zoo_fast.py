@@ -122,3 +122,30 @@ def test_a_train_step_gives_the_same_loss_on_both_tiers(kind):
         step = make_train_step(model, make_optimizer(TrainConfig(learning_rate=1e-2), accel), accel=accel)
         losses[accel] = [float(step(SOURCE, TARGET)["loss"]) for _ in range(2)]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
+
+
+@pytest.mark.long
+def test_an_export_with_stored_weights_translates_as_the_reference(tmp_path):
+    # The stored decoding weights fold the decoder's own layers; the attention layer (local-m's step in the
+    # state, hard attention's argmax) runs its own call on its own variables, which the export tracks.
+    from tfattn.data import dates
+    from tfattn.data.text import Tokenizer
+    from tfattn.decoding.search import DecodeConfig
+    from tfattn.serving.translator import Translator, export
+
+    train, test = dates.make_corpus(300, 5, seed=0)
+    source = Tokenizer.adapt([s for s, _ in train], level="char", max_length=40)
+    target = Tokenizer.adapt([t for _, t in train], level="char", max_length=14)
+    texts = tf.constant([s for s, _ in test])
+    for name, layer in [("local-m", LuongAttention("general", local="m", window=2)),
+                        ("hard-local-p", LuongAttention("cosine", local="p", probability="hard"))]:
+        keras.utils.set_random_seed(0)
+        model = Seq2Seq(Encoder(source.vocab_size, 8, 16), Decoder(target.vocab_size, 8, 16, attention="luong",
+                                                                     attention_layer=layer))
+        config = DecodeConfig(max_length=14)
+        reference = Translator(model, source, target, config, accel=False)(texts)
+        stored = Translator(model, source, target, config, stored_weights=True)
+        loaded = tf.saved_model.load(export(stored, str(tmp_path / name)))
+        got = loaded.signatures["translate"](text=texts)
+        np.testing.assert_array_equal(got["text"], reference["text"])
+        assert_close(got["attention"], reference["attention"])

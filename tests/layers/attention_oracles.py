@@ -74,7 +74,8 @@ def np_source_lengths(mask, batch, t_in):
 
 
 def np_aligned_positions(local, query, lengths, positions=None, w_p=None, v_p=None):
-    """p_t `(batch, t_q)`. local-m: p_t = t clipped to [0, S-1]; local-p (eq. 9): p_t = S sigmoid(v_p^T tanh(W_p h_t))."""
+    """p_t `(batch, t_q)` (section 3.2). local-m: p_t = t clipped to [0, S-1]; local-p (eq. 9):
+    p_t = S sigmoid(v_p^T tanh(W_p h_t))."""
     batch, t_q = query.shape[:2]
     if local == "m":
         t = np.broadcast_to(np.arange(t_q) if positions is None else positions, (batch, t_q)).astype("float64")

@@ -219,7 +219,8 @@ def test_predict_positions_matches_numpy(local):
     layer, _ = layer_with_weights("general", local=local, t_q=6)
     query = inputs(6)[0]
     got = to_numpy(layer.predict_positions(query, value_mask=MASK))
-    want = np_aligned_positions(local, query, np_source_lengths(MASK, BATCH, T_IN), None, LOCAL_P["w_p"], LOCAL_P["v_p"])
+    lengths = np_source_lengths(MASK, BATCH, T_IN)
+    want = np_aligned_positions(local, query, lengths, None, LOCAL_P["w_p"], LOCAL_P["v_p"])
     assert got.dtype == "float32" and got.shape == (BATCH, 6)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     # Without a mask, S is source_length.

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from attention_oracles import np_attention, np_scores, set_weights
+from attention_oracles import (np_aligned_positions, np_attention, np_cosine_scores, np_hard, np_local_attention,
+                               np_scores, np_source_lengths, set_weights)
 from multihead_oracles import np_multihead, np_relative, np_sinusoids
 from tfattn.layers.attention import BahdanauAttention, LuongAttention
 from tfattn.layers.decoder import Decoder
@@ -172,6 +173,68 @@ def test_value_mask_is_taken_from_the_keras_mask_in_a_functional_model(variant, 
     np.testing.assert_allclose(context, want_context, atol=1e-5)
 
 
+# -- the attention zoo: cosine, local-m, local-p, hard (dk = dq so that the cosine applies) ----------
+
+ZOO = {
+    "cosine": dict(score="cosine"),
+    "local-m": dict(score="general", local="m", window=1),
+    "local-p": dict(score="concat", local="p", window=1, units=UNITS),
+    "hard": dict(score="general", probability="hard"),
+    "hard-local-p-cosine": dict(score="cosine", local="p", window=1, probability="hard", units=UNITS),
+}
+
+
+def zoo_weights(kwargs):
+    """Fixed weights of a zoo layer, by attribute path (dk = dq)."""
+    weights = {"cosine": {"gain": np.array(3.0, "float32")}, "general": {"w": fixed((DQ, DQ), 5)},
+               "concat": {"w_query": fixed((DQ, UNITS), 6), "w_key": fixed((DQ, UNITS), 7),
+                          "v": fixed((UNITS,), 8)}}[kwargs["score"]]
+    if kwargs.get("local") == "p":
+        weights.update(w_p=fixed((DQ, UNITS), 11), v_p=fixed((UNITS,), 12))
+    return weights
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_the_zoo_matches_numpy(name):
+    kwargs = ZOO[name]
+    t_q = 5  # more steps than sentence 0's 3 words: local-m clips p_t
+    query, key, value = make_inputs(t_q, dk=DQ)
+    layer = LuongAttention(**kwargs)
+    layer(query, value, key=key, value_mask=MASK)  # builds
+    weights = zoo_weights(kwargs)
+    for path, array in weights.items():
+        operator.attrgetter(path)(layer).assign(array)
+    context, attention = map(to_numpy, layer(query, value, key=key, value_mask=MASK))
+    if kwargs["score"] == "cosine":
+        scores = np_cosine_scores(weights["gain"], query, key)
+    else:
+        scores = np_scores(kwargs["score"], weights, query, key)
+    if "local" in kwargs:
+        p = np_aligned_positions(kwargs["local"], query, np_source_lengths(MASK, BATCH, T_IN), None,
+                                 weights.get("w_p"), weights.get("v_p"))
+        want_context, want = np_local_attention(scores, value, MASK, kwargs["local"], kwargs["window"], p)
+        np.testing.assert_allclose(to_numpy(layer.predict_positions(query, value_mask=MASK)), p, rtol=1e-6)
+    else:
+        want_context, want = np_attention(scores, value, MASK)
+    if kwargs.get("probability") == "hard":
+        want = np_hard(want)
+        want_context = want @ value
+        np.testing.assert_array_equal(attention, want)
+    np.testing.assert_allclose(attention, want, atol=1e-6)
+    np.testing.assert_allclose(context, want_context, atol=1e-5)
+    assert (attention[want == 0] == 0).all()
+
+
+def test_hard_draws_on_this_backend_are_one_hot_and_never_padding():
+    layer = LuongAttention("dot", probability="hard", seed=2)
+    query, key, value = make_inputs(3, dk=DQ)
+    draws = [to_numpy(layer(query, key, value_mask=MASK, training=True)[1]) for _ in range(10)]
+    for weights in draws:
+        assert set(np.unique(weights)) == {0.0, 1.0} and (weights.sum(-1) == 1).all()
+        assert (weights[0, :, 3] == 0).all()
+    assert any(not np.array_equal(draws[0], d) for d in draws[1:])
+
+
 # -- encoder and decoder ----------------------------------------------------------------------------
 
 SOURCE_VOCAB, TARGET_VOCAB, EMB = 11, 13, 4
@@ -213,6 +276,9 @@ DECODERS = {
     "luong-feed-dot-lstm": ("luong", True, "lstm", lambda: LuongAttention("dot", scale=True)),
     "luong-nofeed-gru": ("luong", False, "gru", None),
     "luong-nofeed-location-lstm": ("luong", False, "lstm", lambda: LuongAttention("location", max_length=3)),
+    "luong-feed-local-m-gru": ("luong", True, "gru", lambda: LuongAttention("general", local="m", window=1)),
+    "luong-nofeed-cosine-lstm": ("luong", False, "lstm", lambda: LuongAttention("cosine")),
+    "luong-feed-hard-gru": ("luong", True, "gru", lambda: LuongAttention("dot", probability="hard")),
 }
 
 

@@ -109,7 +109,8 @@ def _step(decoder, gates_x, state, memory, weights):
             gates_x = gates_x + rnn.affine(state["feed"], weights["kernel_rest"], weights["input_bias"])
         h, new_state = rnn.step(decoder.rnn, gates_x, state, weights)
         position = state["position"][:, None] if decoder.tracks_position else None  # (batch, 1): step t
-        context, attention = fast_attention.attend(decoder.attention_layer, h[:, None, :], memory, position)  # (batch, 1, dv)
+        query = h[:, None, :]  # (batch, 1, units)
+        context, attention = fast_attention.attend(decoder.attention_layer, query, memory, position)  # (batch, 1, dv)
         out = _hidden(ops.concatenate([context[:, 0, :], h], axis=-1), weights)  # (batch, units)
         if decoder.feeds_input:
             new_state["feed"] = out
@@ -201,7 +202,7 @@ def _luong_parallel(decoder, embedded, state, memory, weights, training):
         recurrent = {k: state[k] for k in ("h", "c") if k in state}  # not local-m's "position"
         (h,) = scan(lambda x, s: rnn.step(decoder.rnn, x, s, weights), gates_x, recurrent, 1)
     positions = tf.range(tf.shape(h)[1]) if decoder.tracks_position else None  # (t_out,): steps 0, 1, ...
-    context, attention = fast_attention.attend(decoder.attention_layer, h, memory, positions)  # (batch, t_out, dv), (.., t_in)
+    context, attention = fast_attention.attend(decoder.attention_layer, h, memory, positions)  # (batch, t_out, dv)
     return _hidden(ops.concatenate([context, h], axis=-1), weights), attention  # (batch, t_out, units)
 
 

@@ -63,8 +63,9 @@ class ScoredAttention(keras.layers.Layer):
     stop_gradient(w)`, which is exactly `one_hot` in value). Xu et al. train it with REINFORCE
     and a baseline instead, which needs a reward (the sentence's log-likelihood), a running
     baseline and an entropy term in the loss: a different train step. Straight-through keeps the
-    one train step and loss of every other model, and its gradient has no sampling variance beyond
-    the draw itself; its price is a bias (the gradient is that of the soft model at the same point).
+    one train step and loss of every other model, and its gradient reaches the scores directly
+    (not through one scalar reward per sentence), so it varies far less from draw to draw; its price
+    is a bias (the weights' gradient is that of the soft weights, not of the draw).
 
     Args:
         dropout: float. Dropout on the attention weights, active only in training; 0 with
@@ -268,8 +269,10 @@ class BahdanauAttention(ScoredAttention):
     Args:
         units: int. Size of the hidden layer that scores each (query, key) pair.
         normalize: bool. Use the weight-normalized variant. Defaults to `False`.
+        probability: `"soft"` or `"hard"` (one position, as `ScoredAttention` describes). Defaults
+            to `"soft"`.
         dropout: float. Dropout on the attention weights in training. Defaults to `0.0`.
-        seed: int or None. Seed of that dropout. Defaults to `None`.
+        seed: int or None. Seed of that dropout and of hard attention's draws. Defaults to `None`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Attributes (once built):

@@ -178,7 +178,8 @@ class Decoder(keras.layers.Layer):
         """
         if self.attention == "bahdanau":
             # 1. Attend with s_{i-1}; 2. the RNN reads [E y_{i-1}; c_i]; 3. t_i = tanh(W [s_i; c_i; E y_{i-1}] + b).
-            context, attention = self.attend(state["h"][:, None, :], memory, training=training)  # (batch, 1, dv), (batch, 1, t_in)
+            query = state["h"][:, None, :]  # (batch, 1, units): s_{i-1}
+            context, attention = self.attend(query, memory, training=training)  # (batch, 1, dv), (batch, 1, t_in)
             context = context[:, 0, :]  # (batch, dv)
             h, new_state = self._rnn_step(ops.concatenate([embedded, context], axis=-1), state, training)
             out = self.hidden_dense(ops.concatenate([h, context, embedded], axis=-1))  # (batch, units)
@@ -187,7 +188,7 @@ class Decoder(keras.layers.Layer):
             x = ops.concatenate([embedded, state["feed"]], axis=-1) if self.feeds_input else embedded
             h, new_state = self._rnn_step(x, state, training)
             position = state["position"][:, None] if self.tracks_position else None  # (batch, 1): step t
-            context, attention = self.attend(h[:, None, :], memory, position, training)  # (batch, 1, dv), (batch, 1, t_in)
+            context, attention = self.attend(h[:, None, :], memory, position, training)  # (batch, 1, dv), (.., t_in)
             out = self.hidden_dense(ops.concatenate([context[:, 0, :], h], axis=-1))  # (batch, units)
             if self.feeds_input:
                 new_state["feed"] = out
