@@ -50,8 +50,14 @@ KINDS = {
     "luong-lstm-feed": ModelConfig(attention="luong", rnn="lstm", input_feeding=True, score="concat",
                                    bidirectional=False, dropout=0.1, **TINY),
     "luong-lstm": ModelConfig(attention="luong", rnn="lstm", input_feeding=False, score="general", **TINY),
+    "luong-cosine-local-p": ModelConfig(attention="luong", score="cosine", local="p", window=2, **TINY),
+    "luong-local-m-hard": ModelConfig(attention="luong", local="m", window=2, hard=True, **TINY),
+    "multihead": ModelConfig(attention="luong", heads=2, **TINY),
+    "transformer-encoder": ModelConfig(attention="bahdanau", encoder="transformer", heads=2, **TINY),
+    "transformer": ModelConfig(attention="transformer", heads=2, positions="relative", relative_clip=2, **TINY),
+    "none": ModelConfig(attention="none", **TINY),
 }
-QUICK = ("bahdanau-gru", "luong-lstm")
+QUICK = ("bahdanau-gru", "luong-lstm", "transformer")
 RNN_KINDS = ("bahdanau-gru", "bahdanau-lstm", "luong-gru-feed", "luong-gru", "luong-lstm-feed", "luong-lstm")
 VOCAB = 20
 SOURCE = tf.TensorSpec([None, None], tf.int32, name="source")
@@ -78,9 +84,7 @@ def traced_train_step(kind, accel):
 
 
 # Each decoding loop as a function of the source batch. Beam search takes its width as an input, as
-# the exported serving function does (a Python int width does not trace today in the reference tier
-# over a `(None, None)` source: `BeamSearch`'s coverage enters the loop as `(None, 4, None)` and leaves
-# it as `(None, None, None)`).
+# the exported serving function does.
 DECODERS = {
     "greedy": lambda model, accel: (lambda source: search.greedy(model, source, accel=accel), [SOURCE]),
     "sampling": lambda model, accel: (lambda source: search.sample(model, source, seed=3, accel=accel), [SOURCE]),
@@ -115,15 +119,7 @@ def _audited(what, kind, accel, gpu):
 
 # Ops without a GPU kernel today, each named with where it comes from; the audit fails on any other,
 # and on any of these once it is gone (then delete its line).
-KNOWN_WITHOUT_GPU_KERNEL = {
-    # `tfattn/accel/decoding.py`, `Compaction.record`: the search state of the sentences still searched
-    # is scattered back into place with `tf.tensor_scatter_nd_update`, whose GPU kernels take float32,
-    # float64, int64 and complex numbers, not the bool `finished` flags. On a GPU the placer puts that
-    # node on the host: the flags cross to the host and back at every step of the fast tier's batch
-    # loop (`compacted_decode`, for greedy and beam search; its sampling keeps every row).
-    ("greedy", True): ["TensorScatterUpdate(T=bool, Tindices=int32)"],
-    ("beam", True): ["TensorScatterUpdate(T=bool, Tindices=int32)"],
-}
+KNOWN_WITHOUT_GPU_KERNEL = {}
 
 
 @pytest.mark.parametrize("accel", [True, False], ids=["fast", "reference"])
@@ -246,8 +242,11 @@ def test_on_a_gpu_every_layer_run_whole_is_one_cudnn_kernel(kind, accel):
     """As traced on a GPU, both tiers run the encoder's layers, and a Luong decoder's without input
     feeding, as cuDNN kernels (forward and backward)."""
     config = KINDS[kind]
-    whole = config.num_layers * (2 if config.bidirectional else 1)
+    rnn_encoder = not config.self_attention_encoder
+    whole = config.num_layers * (2 if config.bidirectional else 1) if rnn_encoder else 0
     if config.attention == "luong" and not config.input_feeding:
+        whole += 1
+    if config.attention == "none":  # the baseline's decoder RNN reads the whole target at once
         whole += 1
     on_gpu = audited("train", kind, accel, gpu=True)["op_types"]
     assert on_gpu["CudnnRNNV3"] == whole

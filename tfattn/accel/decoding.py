@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from tfattn.accel import branch
 from tfattn.data.text import END_ID, PAD_ID, START_ID
-from tfattn.decoding.loop import beam_rows, length_limits, parent_rows, step_arrays
+from tfattn.decoding.loop import beam_rows, length_limits, parent_rows, source_ids, step_arrays
 from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
 
 MIN_SLICE_ROWS = 16  # a batch is sliced when every slice gets at least this many rows
@@ -42,7 +42,7 @@ def decode(model, source, strategy, config, slices=ROW_SLICES):
             `tfattn.accel.seq2seq.Stepping`, whose `decoder.stepper()` reads the weights once).
         slices: int. Row slices of a large batch, decoded at once. Defaults to `ROW_SLICES`.
     """
-    source, strategy = tf.convert_to_tensor(source, tf.int32), fast_strategy(strategy)
+    source, strategy = source_ids(source), fast_strategy(strategy)
     batch = lambda rows: compacted_decode(model, rows, strategy, config)  # noqa: E731
     time_axes = _BEAM_TIME_AXES if isinstance(strategy, BeamSearch) else _GREEDY_TIME_AXES
     return branch.cond(tf.shape(source)[0] == 1, lambda: _one_sentence(model, source, strategy, config),
@@ -208,7 +208,7 @@ class Compaction:
         chosen = (tf.scatter_nd(places, tokens, [self.batch, self.beam]),
                   tf.tensor_scatter_nd_update(self.in_place, places, parents),
                   tf.scatter_nd(places, attention, [self.batch, self.beam, self.t_in]))
-        return chosen, {k: tf.tensor_scatter_nd_update(final[k], places, search[k]) for k in final}
+        return chosen, {k: _scatter_update(final[k], places, search[k]) for k in final}
 
     def drop(self, done, by_sentence, by_row):
         """What belongs to the sentences not `done (n,)`, gathered when `worth_dropping`: nested
@@ -243,7 +243,7 @@ def in_slices(decode, source, slices, time_axes):
         decode: `source rows -> dict of tensors`, batch first.
         time_axes: `{name: output-time axis or None}` for the dict `decode` returns.
     """
-    source = tf.convert_to_tensor(source, tf.int32)
+    source = source_ids(source)
     if slices <= 1:
         return decode(source)
     batch = tf.shape(source)[0]
@@ -298,3 +298,11 @@ def _block_size(n):
     target = (2 * n) ** 0.5
     divisors = [d for d in range(int(target / 2) + 1, int(2 * target) + 1) if n % d == 0]
     return min(divisors, key=lambda d: abs(d - target)) if divisors else int(np.ceil(target))
+
+
+def _scatter_update(tensor, places, updates):
+    """`tf.tensor_scatter_nd_update`, with bool tensors scattered as int64: TensorFlow's GPU kernels
+    of that op take no bool, and a node without one would run on the host at every step."""
+    if tensor.dtype != tf.bool:
+        return tf.tensor_scatter_nd_update(tensor, places, updates)
+    return tf.tensor_scatter_nd_update(tf.cast(tensor, tf.int64), places, tf.cast(updates, tf.int64)) > 0

@@ -15,6 +15,7 @@ from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import encoder as fast_encoder
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
+from tfattn.model import Seq2Seq
 
 
 def forward(model, source, target_in, training=False):
@@ -35,15 +36,16 @@ stepper = fast_decoder.stepper
 def supports(model):
     """Whether the fast tier has code for every part of `model`.
 
-    It has for a `Seq2Seq` of an RNN `Encoder` and a `Decoder` whose attention is soft and global
-    (any `ScoredAttention` it does not know is called as the layer itself). Every other model runs
-    the reference tier: `tfattn.config.resolve_accel(accel, model)` asks this.
+    It has for a `Seq2Seq` of an RNN `Encoder` and a `Decoder`, with any attention layer (those it
+    has no written-out code for, such as local, hard or multi-head attention, are called as the
+    layers themselves), and for any other model with `encode` and `decoder.step`, which only its
+    decoding loop sees. A `Seq2Seq` with another encoder or decoder (the Transformer, the
+    no-attention baseline) runs the reference tier: `tfattn.config.resolve_accel(accel, model)`
+    asks this.
     """
-    encoder, decoder = getattr(model, "encoder", None), getattr(model, "decoder", None)
-    if not isinstance(encoder, Encoder) or not isinstance(decoder, Decoder):
-        return False
-    layer = decoder.attention_layer
-    return getattr(layer, "local", None) is None and getattr(layer, "probability", "soft") == "soft"
+    if not isinstance(model, Seq2Seq):
+        return True
+    return isinstance(model.encoder, Encoder) and isinstance(model.decoder, Decoder)
 
 
 class Stepping:

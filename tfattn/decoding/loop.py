@@ -41,6 +41,16 @@ class DecodeConfig:
             raise ValueError(f"max_length must be an int >= 1. Received: max_length={self.max_length!r}")
 
 
+def source_ids(source):
+    """`source` as int32 ids `(batch, t_in)`: any integer array or tensor is cast, anything else refused."""
+    source = tf.convert_to_tensor(source)
+    if not source.dtype.is_integer:
+        raise ValueError(f"source must hold integer token ids. Received: source with dtype {source.dtype.name}")
+    if source.shape.rank not in (None, 2):
+        raise ValueError(f"source must have shape (batch, t_in). Received: source.shape={tuple(source.shape)}")
+    return tf.cast(source, tf.int32)
+
+
 def length_limits(source, config):
     """Per-sentence output length limits `(batch,)` int32 from source ids `(batch, t_in)`."""
     t_src = tf.math.count_nonzero(source, axis=1, dtype=tf.int32)  # (batch,)
@@ -64,7 +74,7 @@ def dynamic_decode(model, source, strategy, config=None):
     """
     config = config or DecodeConfig()
     check_steps(model.decoder, config)
-    source = tf.convert_to_tensor(source, tf.int32)
+    source = source_ids(source)
     t_in = tf.shape(source)[1]
     strategy = strategy.with_vocab(model.decoder.vocab_size)
     # 1. Encode; every sentence gets `beam` rows: (batch, ...) -> (batch * beam, ...), row b * beam + k.
@@ -122,9 +132,21 @@ def decode_loop(step, strategy, encoded, limits, mask, max_length):
     def not_finished(t, tokens, state, search, steps):
         return tf.logical_not(tf.reduce_all(search["finished"]))
 
-    *_, search, steps = tf.while_loop(not_finished, body, (tf.constant(0), tokens, state, search, steps),
+    loop_vars = (tf.constant(0), tokens, state, search, steps)
+    *_, search, steps = tf.while_loop(not_finished, body, loop_vars, shape_invariants=shape_invariants(loop_vars),
                                       maximum_iterations=max_length)
     return search, steps
+
+
+def shape_invariants(loop_vars):
+    """What may change from one step to the next: the rows of the model's state, every axis of the
+    strategy's tensors (sentences, beams). With a Python `beam_width` and a source of static shape,
+    their sizes are known before the loop and unknown after a step's gathers."""
+    t, tokens, state, search, steps = loop_vars
+    rows = lambda x: tf.TensorShape([None, *x.shape[1:]])  # noqa: E731
+    unknown = lambda x: tf.TensorShape([None] * x.shape.rank)  # noqa: E731
+    return (t.shape, tf.TensorShape([None]), tf.nest.map_structure(rows, state),
+            tf.nest.map_structure(unknown, search), tuple(tf.TensorShape(None) for _ in steps))
 
 
 def step_arrays():
