@@ -212,6 +212,23 @@ class Seq2Seq(keras.Model):
         outputs, state, mask = self.encoder(source)
         return self.decoder.prepare_memory(outputs, mask), self.decoder.initial_state(state)
 
+    def attention_heads(self, source, target_in):
+        """Every layer's every head of the cross-attention, teacher-forced, for plots:
+        `(batch, layers, heads, t_out, t_in)`.
+
+        A Transformer gives each decoder block's heads; an RNN decoder one layer, with the heads of
+        its `MultiHeadAttention` or the one head of any other attention; the no-attention baseline
+        its zeros. `tfattn.plot.plot_heads` draws one sentence's.
+        """
+        ensure_built(self)
+        outputs, state, mask = self.encoder(source)
+        if hasattr(self.decoder, "cross_attention_heads"):
+            return self.decoder.cross_attention_heads(target_in, outputs, mask)
+        if hasattr(self.decoder, "attention_heads"):
+            return self.decoder.attention_heads(target_in, outputs, state, mask)[:, None]
+        _, attention = self.decoder(target_in, outputs, state, mask)
+        return attention[:, None, None]
+
     def get_config(self):
         return {
             **super().get_config(),

@@ -268,6 +268,29 @@ class Decoder(keras.layers.Layer):
         context, attention = self.attend(h, memory, positions, training)  # (batch, t_out, dv), (batch, t_out, t_in)
         return self.hidden_dense(ops.concatenate([context, h], axis=-1)), attention  # (batch, t_out, units)
 
+    def attention_heads(self, target_in, encoder_outputs, state, encoder_outputs_mask=None):
+        """Every head's weights of a teacher-forced pass, for plots: `(batch, heads, t_out, t_in)`.
+
+        A `MultiHeadAttention` layer gives its `heads`; any other layer one, its weights (what
+        `call` returns). The queries are the step's own: `s_{i-1}` (Bahdanau style), `h_t` (Luong).
+        """
+        encoder_outputs_mask = self._check(target_in, encoder_outputs, state, encoder_outputs_mask, None)
+        if not getattr(self.attention_layer, "heads", None):
+            _, attention = self.call(target_in, encoder_outputs, state, encoder_outputs_mask)
+            return attention[:, None]  # (batch, 1, t_out, t_in)
+        memory = self.prepare_memory(encoder_outputs, encoder_outputs_mask)
+        state = self.initial_state(state)
+
+        def with_query(x, s):  # the step, returning the query it attended with
+            _, attention, new_state = self._step(x, s, memory)
+            return (new_state if self.attention == "luong" else s)["h"], attention, new_state
+
+        zeros = (ops.zeros_like(state["h"]), ops.zeros_like(encoder_outputs[:, :, 0]))  # (batch, units), (batch, t_in)
+        queries, _ = scan(with_query, self.embedding(target_in), state, zeros)  # (batch, t_out, units)
+        _, heads = self.attention_layer(queries, memory["values"], value_mask=memory["mask"],
+                                        prepared_keys=memory["keys"], return_heads=True)
+        return heads  # (batch, heads, t_out, t_in)
+
     def compute_mask(self, inputs, mask=None):
         """The logits carry the target's padding mask; the attention carries none."""
         return ops.not_equal(inputs, 0), None
