@@ -2,7 +2,7 @@
 
 For each model: seconds per train step, non-padding target tokens per second, the padding share of
 target tokens, and the achieved FLOP/s as a fraction of the machine's fp32 matmul speed measured in
-the same run. Prints one JSON object. Usage: python bench/train_throughput.py [--steps 60]
+the same run. Prints one JSON object. Usage: python bench/train_throughput.py [--steps 60] [--only transformer,luong-local-p]
 
 FLOPs are counted on the padded batch (the work done), forward pass x 3 for the backward pass:
 multiply-adds of every matmul and of the attention scores and weighted sums, 2 FLOPs each.
@@ -28,17 +28,22 @@ from tfattn.model import ModelConfig, make_model  # noqa: E402
 from tfattn.training.step import make_optimizer, make_train_step  # noqa: E402
 from tfattn.training.trainer import TrainConfig  # noqa: E402
 
-RUNS = [  # (attention, input_feeding, embedding_dim, units)
-    ("bahdanau", True, 256, 256),
-    ("bahdanau", True, 256, 1024),
-    ("luong", False, 256, 256),
-    ("luong", True, 256, 256),
-    ("luong", False, 256, 1024),
+# (row name, ModelConfig fields beyond embedding_dim and units, embedding_dim, units)
+RUNS = [
+    ("bahdanau", dict(attention="bahdanau"), 256, 256),
+    ("bahdanau", dict(attention="bahdanau"), 256, 1024),
+    ("luong", dict(attention="luong", input_feeding=False), 256, 256),
+    ("luong-feed", dict(attention="luong", input_feeding=True), 256, 256),
+    ("luong", dict(attention="luong", input_feeding=False), 256, 1024),
+    ("luong-local-p", dict(attention="luong", input_feeding=True, local="p", window=10), 256, 256),
+    ("transformer", dict(attention="transformer", heads=4, num_layers=3, ff_dim=1024), 256, 256),
 ]
 
 
 def forward_flops(c, batch, t_in, t_out, source_vocab, target_vocab):
     """Multiply-add FLOPs of one forward pass on a padded batch (see the module docstring)."""
+    if c.attention == "transformer":
+        return transformer_flops(c, batch, t_in, t_out, target_vocab)
     e, u = c.embedding_dim, c.units
     half = u // 2
     encoder = t_in * 2 * (2 * 3 * half * (e + half))  # two directions, three GRU gates
@@ -48,7 +53,21 @@ def forward_flops(c, batch, t_in, t_out, source_vocab, target_vocab):
     attention = 2 * 2 * t_in * u + (2 * u * u if c.attention == "bahdanau" else 0)  # scores, context, W1 q
     hidden = 2 * u * (u + u + (e if c.attention == "bahdanau" else 0))  # tanh layer / W_c
     logits = 2 * u * target_vocab
-    return batch * (encoder + keys + t_out * (decoder + attention + hidden + logits))
+    local_p = 2 * u * u + 2 * u if c.local == "p" else 0  # p_t = S sigmoid(v_p^T tanh(W_p h_t))
+    return batch * (encoder + keys + t_out * (decoder + attention + hidden + logits + local_p))
+
+
+def transformer_flops(c, batch, t_in, t_out, target_vocab):
+    """Per block: the projections (4 u^2 a token for self-attention, and for cross-attention 2 u^2 a
+    target token plus 2 u^2 a source token), scores and weighted sums (2 u per pair of positions,
+    every pair computed as the masks come after), and the feed-forward layer (2 u ff)."""
+    u, ff, n = c.units, c.ff_dim or 4 * c.units, c.num_layers
+    encoder = t_in * n * (2 * 4 * u * u + 2 * 2 * t_in * u + 2 * 2 * u * ff)
+    decoder = t_out * n * (2 * 4 * u * u + 2 * 2 * t_out * u  # causal self-attention
+                           + 2 * 2 * u * u + 2 * 2 * t_in * u  # cross-attention: queries, outputs, scores
+                           + 2 * 2 * u * ff)
+    memory = t_in * n * 2 * 2 * u * u  # cross-attention keys and values, once per sentence
+    return batch * (encoder + decoder + memory + t_out * 2 * u * target_vocab)
 
 
 def measure(c, data, steps, source_vocab, target_vocab):
@@ -76,6 +95,7 @@ def measure(c, data, steps, source_vocab, target_vocab):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60, help="timed steps per model (units 1024: a third)")
+    parser.add_argument("--only", help="comma-separated row names to run (default: every row)")
     args = parser.parse_args()
     source_tok, target_tok = spa.tokenizers(5000, 40)
     # One epoch of batches; each model trains on batches drawn evenly from all of it (the first
@@ -83,11 +103,15 @@ def main():
     data = list(make_dataset(spa.splits()["train"], source_tok, target_tok, DataConfig(batch_size=64)))
     gflops = matmul_gflops()
     runs = []
-    for attention, feeding, embedding, units in RUNS:
-        c = ModelConfig(attention=attention, input_feeding=feeding, embedding_dim=embedding, units=units)
+    only = set(args.only.split(",")) if args.only else None
+    for name, fields, embedding, units in RUNS:
+        if only and name not in only:
+            continue
+        c = ModelConfig(**fields, embedding_dim=embedding, units=units, max_source_length=40, max_target_length=40)
         steps = args.steps if units <= 256 else max(10, args.steps // 3)
         r = measure(c, data, steps, source_tok.vocab_size, target_tok.vocab_size)
-        runs.append({"attention": attention, "input_feeding": feeding if attention == "luong" else None,
+        runs.append({"model": name, "attention": c.attention,
+                     "input_feeding": c.input_feeding if c.attention == "luong" else None,
                      "embedding_dim": embedding, "units": units, "steps": steps,
                      "s_per_step": round(r["s_per_step"], 4),
                      "nonpad_target_tokens_per_s": round(r["nonpad_target_tokens_per_s"]),

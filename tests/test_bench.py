@@ -307,7 +307,7 @@ def test_splits_of_the_real_corpus(fresh_spa):
 
 def test_quality_run_config_ends_the_decay_when_the_time_does():
     args = argparse.Namespace(minutes=1.5, step_seconds=0.5, vocab_size=300, attention="luong", score="dot",
-                              input_feeding=True, dropout=0.1, learning_rate=1e-3)
+                              input_feeding=True, dropout=0.1, learning_rate=1e-3, model=None)
     config = quality.run_config(args)
     assert config.train.time_budget == 90.0  # 1.5 minutes
     assert config.train.decay_steps == 180  # 90 s / 0.5 s per step
@@ -339,6 +339,34 @@ def test_forward_flops_counts_every_matmul_of_a_small_model():
     # Per sentence 1,620 + 3,240 = 4,860; batch of 2: 9,720.
     bahdanau = ModelConfig(attention="bahdanau", embedding_dim=4, units=6)
     assert train_throughput.forward_flops(bahdanau, 2, 5, 3, 50, 10) == 9_720
+    # Local-p adds W_p h_t (6 * 6 = 36 MACs) and v_p (6 MACs) a step: 84 FLOPs; 2 * 3 steps: 504.
+    local_p = ModelConfig(attention="luong", input_feeding=True, local="p", embedding_dim=4, units=6)
+    assert train_throughput.forward_flops(local_p, 2, 5, 3, 50, 10) == 7_704 + 1_296 + 504
+
+
+def test_transformer_flops_count_every_matmul_of_a_small_model():
+    # units u = 4, ff 8, one block, batch 1, 2 source and 3 target tokens, 10 target words; MACs:
+    # per source token: Q, K, V, O projections 4 * 16 = 64, scores and context 2 * 2 * 4 = 16, feed-
+    # forward 2 * 4 * 8 = 64: 144, and the cross-attention's K and V of it 2 * 16 = 32; 2 tokens: 352.
+    # Per target token: self-attention 64 + 2 * 3 * 4 = 88, cross-attention Q and O 32 + scores and
+    # context 2 * 2 * 4 = 16, feed-forward 64, logits 4 * 10 = 40: 240; 3 tokens: 720.
+    # 1,072 MACs, 2,144 FLOPs.
+    c = ModelConfig(attention="transformer", units=4, heads=2, ff_dim=8, num_layers=1)
+    assert train_throughput.forward_flops(c, 1, 2, 3, 50, 10) == 2_144
+    two = ModelConfig(attention="transformer", units=4, heads=2, ff_dim=8, num_layers=2)
+    assert train_throughput.forward_flops(two, 1, 2, 3, 50, 10) == 2 * (2_144 - 240) + 240  # logits once
+
+
+def test_quality_has_a_row_for_every_model_kind():
+    args = argparse.Namespace(minutes=15, step_seconds=0.09, vocab_size=5000, dropout=0.2, learning_rate=2e-3,
+                              model="luong-local-p", attention="bahdanau", score="general", input_feeding=False)
+    model = quality.run_config(args).model
+    assert (model.attention, model.local, model.window, model.units) == ("luong", "p", 10, 256)
+    kinds = {name: quality.model_config(argparse.Namespace(**{**vars(args), "model": name}))
+             for name in quality.KINDS}
+    assert {c.attention for c in kinds.values()} == {"bahdanau", "luong", "transformer", "none"}
+    assert kinds["transformer-relative"].positions == "relative" and kinds["hard"].hard
+    assert kinds["transformer-encoder"].encoder == "transformer" and kinds["multihead"].heads == 4
 
 
 
