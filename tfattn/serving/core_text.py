@@ -17,7 +17,7 @@ computes with those very ICU ops:
 3. Composition (NFC, for detokenized output, and for NFC/NFKC tokenizers): the text is cut into
    clusters (a character and the marks after it; a Hangul syllable's jamo) and each cluster is looked
    up in a table of composed forms: every precomposed character's decomposition, and every cluster of
-   a character of the vocabularies with one or two of their marks (three, for up to 8 marks).
+   a character of the vocabularies with one, two or (for vocabularies of up to 12 marks) three of their marks.
 
 What is not the same as ICU: a cluster of marks that neither a precomposed character nor the
 vocabularies' marks cover (three marks or more, or marks after a base outside the vocabularies)
@@ -73,19 +73,27 @@ def composition_pairs(characters=frozenset()):
     whose NFC form (by tensorflow-text, ICU) differs from it."""
     import tensorflow_text as tf_text
 
-    chars = _code_points()
-    decomposed = _icu_map(chars, lambda x: tf_text.normalize_utf8(x, "NFD"))
-    recomposed = _icu_map(decomposed, lambda x: tf_text.normalize_utf8(x, "NFC"))
-    pairs = {d: c for c, d, r in zip(chars, decomposed, recomposed) if d != c and r == c}
+    pairs = dict(_precomposed())
     marks = sorted(c for c in characters if unicodedata.category(c).startswith("M"))
     bases = sorted({c for c in characters if c not in marks} | {" ", ""})
     runs = [m for m in marks] + ([a + b for a in marks for b in marks] if len(marks) <= 32 else [])
-    runs += [a + b + c for a in marks for b in marks for c in marks] if len(marks) <= 8 else []
+    runs += [a + b + c for a in marks for b in marks for c in marks] if len(marks) <= 12 else []
     clusters = [b + r for b in bases for r in runs if b + r not in pairs]
     if clusters:
         composed = _icu_map(clusters, lambda x: tf_text.normalize_utf8(x, "NFC"))
         pairs.update({k: v for k, v in zip(clusters, composed) if k != v})
     return tuple(pairs), tuple(pairs.values())
+
+
+@functools.lru_cache(maxsize=1)
+def _precomposed():
+    """(decomposition, character) for every precomposed character (ICU's NFC gives it back)."""
+    import tensorflow_text as tf_text
+
+    chars = _code_points()
+    decomposed = _icu_map(chars, lambda x: tf_text.normalize_utf8(x, "NFD"))
+    recomposed = _icu_map(decomposed, lambda x: tf_text.normalize_utf8(x, "NFC"))
+    return tuple((d, c) for c, d, r in zip(chars, decomposed, recomposed) if d != c and r == c)
 
 
 def _class_of(chars):
@@ -116,6 +124,21 @@ def reordering_patterns():
         if higher:
             swaps.append(f"({_class_of(higher)})({_class_of(classes[k])})")
     return f"(?s).*{marks}{marks}.*", tuple(swaps)
+
+
+@functools.lru_cache(maxsize=1)
+def cluster_pattern():
+    """A pattern for one cluster: a Hangul syllable's jamo, or any character followed by the marks that
+    may compose with it (those of a non-zero combining class, and the few of class 0 that are the
+    second of a canonical pair, such as Oriya's U+0B3E)."""
+    following = []
+    for c in _code_points():
+        parts = unicodedata.decomposition(c).split()
+        if unicodedata.combining(c):
+            following.append(c)
+        if len(parts) == 2 and not parts[0].startswith("<") and not unicodedata.combining(chr(int(parts[1], 16))):
+            following.append(chr(int(parts[1], 16)))
+    return f"(?s)({HANGUL_CLUSTER}|.{_class_of(sorted(set(following)))}*)"
 
 
 def lookup_or_keep(table, strings):
@@ -206,7 +229,7 @@ class CoreTokenizer(Tokenizer):
         """`(batch,)` canonically decomposed strings -> NFC, cluster by cluster from the composition table."""
         if self.normalization not in ("NFC", "NFKC"):
             self._check_use("detokenize")
-        marked = tf.strings.regex_replace(texts, f"({HANGUL_CLUSTER}|[^\\pM]\\pM*|\\pM+)", CLUSTER + r"\1")
+        marked = tf.strings.regex_replace(texts, cluster_pattern(), CLUSTER + r"\1")
         clusters = tf.strings.split(marked, CLUSTER)  # (batch, None); the first is ""
         clusters = clusters.with_flat_values(lookup_or_keep(self._composition, clusters.flat_values))
         return tf.strings.reduce_join(clusters, axis=1)
