@@ -147,6 +147,14 @@ def lookup_or_keep(table, strings):
     return tf.where(found == MISSING, strings, found)
 
 
+def join_rows(pieces, row, rows):
+    """Strings `(n,)` and the row of each `(n,)`, in order -> `(rows,)` strings, each its pieces joined.
+
+    Raw ops on flat tensors, not ragged ones: a dozen graph nodes where ragged splitting and joining
+    took over a hundred, which every call of an export pays for."""
+    return tf.raw_ops.UnsortedSegmentJoin(inputs=pieces, segment_ids=row, num_segments=rows)
+
+
 def canonical_order(texts):
     """`(batch,)` strings -> the same with each run of combining marks in canonical order (stable by
     combining class). Only texts with two adjacent marks make the swaps run."""
@@ -220,9 +228,13 @@ class CoreTokenizer(Tokenizer):
         """`(batch,)` strings -> folded (if `lowercase`) and normalized: character by character from
         the folding table, marks in canonical order, then composed for NFC and NFKC."""
         self._check_use("tokenize")
-        chars = tf.strings.unicode_split(texts, "UTF-8")  # (batch, None)
-        chars = chars.with_flat_values(lookup_or_keep(self._folding, chars.flat_values))
-        texts = canonical_order(tf.strings.reduce_join(chars, axis=1))  # (batch,)
+        splits, code_points = tf.raw_ops.UnicodeDecode(input=texts, input_encoding="UTF-8", Tsplits=tf.int32)
+        chars = tf.raw_ops.UnicodeEncode(  # one string per character: (characters,)
+            input_values=code_points, input_splits=tf.range(tf.size(code_points) + 1), output_encoding="UTF-8")
+        row = tf.raw_ops.UpperBound(sorted_inputs=splits[None, 1:], values=tf.range(tf.size(code_points))[None],
+                                    out_type=tf.int32)[0]  # (characters,): the row of each
+        texts = join_rows(lookup_or_keep(self._folding, chars), row, tf.size(texts))  # (batch,)
+        texts = canonical_order(texts)
         return self.compose(texts) if self.normalization in ("NFC", "NFKC") else texts
 
     def compose(self, texts):
@@ -230,9 +242,8 @@ class CoreTokenizer(Tokenizer):
         if self.normalization not in ("NFC", "NFKC"):
             self._check_use("detokenize")
         marked = tf.strings.regex_replace(texts, cluster_pattern(), CLUSTER + r"\1")
-        clusters = tf.strings.split(marked, CLUSTER)  # (batch, None); the first is ""
-        clusters = clusters.with_flat_values(lookup_or_keep(self._composition, clusters.flat_values))
-        return tf.strings.reduce_join(clusters, axis=1)
+        where, clusters, _ = tf.raw_ops.StringSplitV2(input=marked, sep=CLUSTER)  # (clusters, 2), (clusters,)
+        return join_rows(lookup_or_keep(self._composition, clusters), where[:, 0], tf.size(texts))
 
 
     def _check_use(self, use):

@@ -1,10 +1,12 @@
 """A self-contained SavedModel: strings in; text, tokens and attention out.
 
 The export holds the model's weights, both tokenizers' vocabularies and text processing, and the
-decoding loop, all as TensorFlow graphs. Loading it needs `tensorflow` and `tensorflow_text` (for the
-text ops), not `tfattn`:
+decoding loop, all as TensorFlow graphs. By default (`export(..., tokenizer_ops="core")`) they are
+core TensorFlow ops only, so loading it needs `tensorflow`, not `tfattn` or `tensorflow_text`
+(an export made with `tokenizer_ops="text"`, or with a WordPiece tokenizer, needs `import
+tensorflow_text` first, which registers its ops; see `docs/serving.md`):
 
-    import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the text ops)
+    import tensorflow as tf
     translate = tf.saved_model.load(path).signatures["translate"]
     out = translate(text=tf.constant(["¿todavía está en casa?"]))
 
@@ -20,6 +22,7 @@ Signature `translate_beam`, beam search with the GNMT length penalty `((5 + len)
     inputs  text            string  [batch]
             beam_width      int32   []    clamped to [1, min(target vocabulary, 64)]
             length_penalty  float32 []    alpha, clamped to [0, 5]; NaN counts as 0
+    (the loaded object's `translate_beam` function also takes int64 and float64 scalars)
     outputs text, tokens, input_tokens, attention, length   as above, for the best hypothesis
             score           float32 [batch]       its length-normalized log-probability
             nbest_text      string  [batch, n]    all `n = beam_width` hypotheses, best first
@@ -395,7 +398,7 @@ def export_config(translator, source_ops="text", target_ops="text"):
 
 def load(path):
     """Loads an export (any process with `tensorflow` and `tensorflow_text`); returns the object."""
-    import tensorflow_text  # noqa: F401  (registers the text ops the graph uses)
+    import tensorflow_text  # noqa: F401  (registers the text ops of exports made with tokenizer_ops="text")
 
     graph = os.path.join(path, "saved_model.pb")
     if not os.path.exists(graph):
