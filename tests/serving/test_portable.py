@@ -193,3 +193,22 @@ def test_the_installed_saved_model_cli_command_runs_it(dates_exports, dates_tran
                             text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"[b'{expected}']" in result.stdout, result.stdout
+
+
+def test_tfattn_export_takes_the_tokenizer_ops(monkeypatch, capsys):
+    from conftest import run_main
+    from tfattn.training import runs
+
+    calls = []
+    monkeypatch.setattr(runs, "export_run", lambda *args, **kwargs: calls.append(kwargs) or "out")
+    for flags in ([], ["--tokenizer-ops", "text"], ["--tokenizer-ops", "core"]):
+        assert run_main(capsys, "export", "--model", "run", "--out", "out", *flags)[0] == 0
+    assert [call["tokenizer_ops"] for call in calls] == ["core", "text", "core"]
+    status, _, err = run_main(capsys, "export", "--model", "run", "--out", "out", "--tokenizer-ops", "icu")
+    assert status == 2 and "invalid choice: 'icu'" in err
+
+
+def test_export_names_tokenizer_ops_it_does_not_know(tmp_path):
+    with pytest.raises(ValueError, match=r"tokenizer_ops must be one of \('core', 'text'\). Received: tokenizer_ops='icu'"):
+        export(None, str(tmp_path / "x"), tokenizer_ops="icu")  # checked before the translator is read
+    assert not (tmp_path / "x").exists()
