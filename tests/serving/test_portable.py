@@ -10,6 +10,7 @@ runtime built from TensorFlow's own ops has) answers it. The text export's `Case
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -106,6 +107,12 @@ def test_only_core_ops_in_the_portable_export(dates_exports):
     assert {"While", "StatelessWhile"} & set(core["ops"]) and "LookupTableFindV2" in core["ops"]
     assert {"CaseFoldUTF8", "NormalizeUTF8"} <= set(text["not_core"]), text["not_core"]
     assert set(text["not_core"]) <= {"CaseFoldUTF8", "NormalizeUTF8"}, text["not_core"]
+    # docs/serving.md lists both exports' ops: what this listing finds.
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "serving.md"), encoding="utf-8") as f:
+        page = f.read()
+    for name, listing in (("core", core), ("text", text)):
+        shown = re.search(f"<!-- ops: {name} -->(.*?)<!-- /ops -->", page, flags=re.S)
+        assert shown and shown.group(1).replace("```", "").split() == listing["ops"], " ".join(listing["ops"])
 
 
 def test_the_portable_export_translates_the_dates_test_as_the_text_export(dates_exports):
