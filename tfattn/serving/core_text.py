@@ -8,23 +8,23 @@ computes with those very ICU ops:
 
 1. Folding. Every code point whose folded and decomposed form differs from itself (22,269 of them:
    capitals, accented letters, compatibility forms such as `ﬁ` or full-width digits, Hangul
-   syllables) is a key of a table; a text is split into characters (`tf.strings.unicode_split`),
+   syllables) is a key of a table; a text is cut into characters (`UnicodeDecode`, `UnicodeEncode`),
    each looked up, and joined again. Case folding and decomposition map one character at a time,
    so this equals ICU's result up to the order of combining marks.
 2. Canonical order. A run of combining marks is put in the order of their combining classes, as
    decomposition does (`"e\u0301\u0323"` -> `"e\u0323\u0301"`), by regular-expression swaps, run only
    on texts that hold two marks side by side.
-3. Composition (NFC, for detokenized output, and for NFC/NFKC tokenizers): the text is cut into
-   clusters (a character and the marks after it; a Hangul syllable's jamo) and each cluster is looked
-   up in a table of composed forms: every precomposed character's decomposition, and every cluster of
-   a character of the vocabularies with one, two or (for vocabularies of up to 12 marks) three of their marks.
+3. Composition (NFC, for detokenized output): the text is cut into clusters (a character and the
+   marks after it; a Hangul syllable's jamo) and each cluster is looked up in a table of composed
+   forms: every precomposed character's decomposition, and every cluster of a character of the
+   vocabularies with one or two of their marks (three, for vocabularies of up to 12 marks).
 
-What is not the same as ICU: a cluster of marks that neither a precomposed character nor the
-vocabularies' marks cover (three marks or more, or marks after a base outside the vocabularies)
-stays decomposed where ICU would compose some of it, and composing forms (NFC, NFKC) of the
-source side share that limit, so `CoreTokenizer.exact_for` takes only NFKD and NFD tokenizers; the combining classes are Python's
-`unicodedata` (Unicode 14), so marks assigned later are taken as class 0. Neither changes a token
-the vocabulary holds, and `tests/serving/test_core_text.py` checks equality over mixed scripts.
+Where it differs from ICU: a cluster of marks that neither covers (more marks than that, or marks
+after a character outside the vocabularies) stays decomposed in detokenized text where ICU would
+compose part of it. The composing forms (NFC, NFKC) of a source tokenizer would share that limit in
+its tokens, so `CoreTokenizer.exact_for` takes only NFKD (the default) and NFD tokenizers. The
+combining classes are Python's `unicodedata` (Unicode 14): a mark assigned later counts as class 0.
+`tests/serving/test_core_text.py` checks tokens, ids and text against ICU over mixed scripts.
 """
 
 import functools
@@ -170,7 +170,8 @@ def canonical_order(texts):
         return swapped, tf.reduce_all(swapped == t)
 
     def reorder():
-        return tf.while_loop(lambda t, done: tf.logical_not(done), step, (texts, tf.constant(False)), maximum_iterations=16)[0]
+        start = (texts, tf.constant(False))
+        return tf.while_loop(lambda t, done: tf.logical_not(done), step, start, maximum_iterations=16)[0]
 
     return tf.cond(tf.reduce_any(tf.strings.regex_full_match(texts, adjacent)), reorder, lambda: texts)
 
