@@ -4,7 +4,7 @@
     tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
     tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test [--threads 2,1]
     tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--alignments] [--replace-unknown]
-    tfattn export --model RUN --out DIR [--replace-unknown]
+    tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
 A SavedModel is a program, not data: loading one runs its graph, which can read and write files.
@@ -318,7 +318,8 @@ def _export(args):
     from tfattn.training.runs import export_run
 
     print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel,
-                     echo=lambda line: print(line, file=sys.stderr), replace_unknown=args.replace_unknown))
+                     echo=lambda line: print(line, file=sys.stderr), replace_unknown=args.replace_unknown,
+                     tokenizer_ops=args.tokenizer_ops))
 
 
 def _plot(args):
@@ -691,6 +692,11 @@ def _add_export_parser(sub):
     ex.add_argument("--replace-unknown", action="store_true",
                     help="the export replaces each [UNK] of a translation by the source token it attends to "
                          "most, in all its signatures (saved as replace_unknown in tfattn_config.json)")
+    ex.add_argument("--tokenizer-ops", choices=("core", "text"), default="core",
+                    help="core (default): fold case and normalize text with core TensorFlow ops, so that "
+                         "saved_model_cli run, TensorFlow Serving and runtimes without tensorflow-text load the "
+                         "export (WordPiece and NFC/NFKC tokenizers keep tensorflow-text's ops); text: "
+                         "tensorflow-text's ops throughout. Both translate the same (docs/serving.md)")
     ex.set_defaults(func=_export)
 
 

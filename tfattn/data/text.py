@@ -158,12 +158,21 @@ class Tokenizer(tf.Module):
         texts = tf.strings.regex_replace(texts, r"[\p{Cc}\p{Z}\s]+", " ")  # controls, odd spaces
         # Bound the work done on huge inputs: no sentence we keep needs more characters than this.
         texts = tf.strings.substr(tf.strings.strip(texts), 0, 16 * self.max_length, unit="UTF8_CHAR")
-        if self.lowercase:
-            texts = tf_text.case_fold_utf8(texts)
-        texts = tf_text.normalize_utf8(texts, self.normalization)
+        texts = self.fold_and_normalize(texts)
         if self.level != "char":
             texts = tf.strings.regex_replace(texts, _PUNCTUATION, r" \1 ")
         return tf.strings.strip(tf.strings.regex_replace(texts, " +", " "))
+
+    def fold_and_normalize(self, texts):
+        """`(batch,)` strings -> case-folded (if `lowercase`) and normalized to `normalization`, by
+        tensorflow-text's ICU ops (`tfattn.serving.core_text.CoreTokenizer` does it in core ops)."""
+        if self.lowercase:
+            texts = tf_text.case_fold_utf8(texts)
+        return tf_text.normalize_utf8(texts, self.normalization)
+
+    def compose(self, texts):
+        """`(batch,)` strings -> their NFC form (accents recomposed), by tensorflow-text's ICU op."""
+        return tf_text.normalize_utf8(texts, "NFC")
 
     def split(self, texts):
         """`(batch,)` strings -> ragged `(batch, None)` string tokens, without markers or truncation."""
@@ -250,7 +259,7 @@ class Tokenizer(tf.Module):
             if self.level == "wordpiece":  # "un ##able" -> "unable" (a stray "##" at the start goes too)
                 text = tf.strings.regex_replace(text, f"(^| ){SUFFIX}", "")
             text = attach_punctuation(text)
-        return tf_text.normalize_utf8(text, "NFC")
+        return self.compose(text)
 
     def write_vocabulary(self, path):
         """Writes the vocabulary to `path`, UTF-8, one token per line: line `i` (0-based) holds id `i`.

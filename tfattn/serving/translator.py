@@ -1,10 +1,12 @@
 """A self-contained SavedModel: strings in; text, tokens and attention out.
 
 The export holds the model's weights, both tokenizers' vocabularies and text processing, and the
-decoding loop, all as TensorFlow graphs. Loading it needs `tensorflow` and `tensorflow_text` (for the
-text ops), not `tfattn`:
+decoding loop, all as TensorFlow graphs. By default (`export(..., tokenizer_ops="core")`) they are
+core TensorFlow ops only, so loading it needs `tensorflow`, not `tfattn` or `tensorflow_text`
+(an export made with `tokenizer_ops="text"`, or with a WordPiece tokenizer, needs `import
+tensorflow_text` first, which registers its ops; see `docs/serving.md`):
 
-    import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the text ops)
+    import tensorflow as tf
     translate = tf.saved_model.load(path).signatures["translate"]
     out = translate(text=tf.constant(["¿todavía está en casa?"]))
 
@@ -20,6 +22,7 @@ Signature `translate_beam`, beam search with the GNMT length penalty `((5 + len)
     inputs  text            string  [batch]
             beam_width      int32   []    clamped to [1, min(target vocabulary, 64)]
             length_penalty  float32 []    alpha, clamped to [0, 5]; NaN counts as 0
+    (the loaded object's `translate_beam` function also takes int64 and float64 scalars)
     outputs text, tokens, input_tokens, attention, length   as above, for the best hypothesis
             score           float32 [batch]       its length-normalized log-probability
             nbest_text      string  [batch, n]    all `n = beam_width` hypotheses, best first
@@ -50,11 +53,14 @@ from tfattn.decoding.search import DecodeConfig, beam_search, greedy
 from tfattn.model import ensure_built
 from tfattn.data.text import Tokenizer
 from tfattn.serving.alignments import replace_unknown as replace_unknown_tokens
+from tfattn.serving.core_text import CoreTokenizer
 
 CONFIG_FILE = "tfattn_config.json"
 TEXT = tf.TensorSpec([None], tf.string, name="text")
 BEAM_WIDTH = tf.TensorSpec([], tf.int32, name="beam_width")
 LENGTH_PENALTY = tf.TensorSpec([], tf.float32, name="length_penalty")
+BEAM_DTYPES = [(w, p) for w in (tf.int32, tf.int64) for p in (tf.float32, tf.float64)]  # what clients send
+TOKENIZER_OPS = ("core", "text")
 OUTPUTS = ("text", "tokens", "input_tokens", "attention", "length")
 BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score")
 
@@ -117,9 +123,16 @@ class Translator(tf.Module):
         """Greedy translation of a `[batch]` string tensor; see the module docstring for outputs."""
         return self._unless_empty(text, self._greedy, OUTPUTS)
 
-    @tf.function(input_signature=[TEXT, BEAM_WIDTH, LENGTH_PENALTY])
+    @tf.function
     def translate_beam(self, text, beam_width, length_penalty):
-        """Beam search; `beam_width` is clamped to [1, min(vocab, 64)], a NaN `length_penalty` is 0."""
+        """Beam search; `beam_width` int32 or int64 is clamped to [1, min(vocab, 64)], `length_penalty`
+        float32 or float64 to [0, 5] (NaN counts as 0). An export holds one concrete function per
+        pair of dtypes, each a cast and a call of the int32/float32 one (`BEAM_DTYPES`)."""
+        beam_width = tf.cast(tf.clip_by_value(beam_width, tf.int32.min, tf.int32.max), tf.int32)
+        return self._translate_beam(text, beam_width, tf.cast(length_penalty, tf.float32))
+
+    @tf.function(input_signature=[TEXT, BEAM_WIDTH, LENGTH_PENALTY])
+    def _translate_beam(self, text, beam_width, length_penalty):
         return self._unless_empty(text, lambda t: self._beam(t, beam_width, length_penalty), BEAM_OUTPUTS)
 
     def _unless_empty(self, text, fn, names):
@@ -200,8 +213,8 @@ class Translator(tf.Module):
 
     def beam(self, texts, beam_width=4, length_penalty=0.6):
         """Beam search over a batch of texts (see `as_batch`); returns the outputs as NumPy arrays."""
-        out = self.translate_beam(as_batch(texts), tf.constant(beam_width, tf.int32),
-                                  tf.constant(length_penalty, tf.float32))
+        out = self._translate_beam(as_batch(texts), tf.constant(beam_width, tf.int32),
+                                   tf.constant(length_penalty, tf.float32))
         return {k: v.numpy() for k, v in out.items()}
 
 
@@ -247,8 +260,16 @@ EMPTY_DTYPES = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.strin
                 "length": tf.int32, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32}
 
 
-def export(translator, path):
+def export(translator, path, tokenizer_ops="core"):
     """Writes `translator` as a SavedModel at `path`; returns `path`.
+
+    With `tokenizer_ops="core"` (the default) the tokenizers fold case and normalize text with core
+    TensorFlow ops (`tfattn.serving.core_text.CoreTokenizer`), so the export runs in any TensorFlow
+    runtime: `saved_model_cli run`, TensorFlow Serving, TF Java, without tensorflow-text's kernels or
+    ICU data. It translates what the tensorflow-text ops do. Where core ops would not give exactly the
+    same tokens (WordPiece splitting; the NFC and NFKC forms), that tokenizer keeps tensorflow-text's
+    ops, and loading then needs `tensorflow_text` (`tfattn_config.json` says so under
+    `"tokenizer_ops"`). `tokenizer_ops="text"` keeps tensorflow-text's ops everywhere.
 
     The SavedModel has the signatures `translate` (also `serving_default`) and `translate_beam`,
     the vocabularies as asset files (`assets/source_vocab.txt`, `assets/target_vocab.txt`) that
@@ -268,6 +289,8 @@ def export(translator, path):
         ValueError: a weight of the model is not finite.
         tfattn.files.WriteError: the export could not be written (disk full, no permission).
     """
+    if tokenizer_ops not in TOKENIZER_OPS:
+        raise ValueError(f"tokenizer_ops must be one of {TOKENIZER_OPS}. Received: tokenizer_ops={tokenizer_ops!r}")
     _check_finite(translator.model, path)
     try:
         files.recover_export(path)
@@ -276,7 +299,7 @@ def export(translator, path):
             new, vocabulary = os.path.join(work, "new"), os.path.join(work, "vocabulary")
             os.mkdir(new)
             os.mkdir(vocabulary)
-            _write_export(translator, new, vocabulary)
+            _write_export(translator, new, vocabulary, tokenizer_ops)
             files.swap_in(work, target, new, retire=EXPORT_ENTRIES)
     except (OSError, tf.errors.OpError) as error:
         if isinstance(error, (files.WriteError, FileExistsError)):
@@ -318,31 +341,45 @@ def _check_export_path(path):
                               f"Choose a new directory. Received: path={path!r}")
 
 
-def _write_export(translator, path, vocabulary):
+def _write_export(translator, path, vocabulary, tokenizer_ops):
     """The SavedModel at `path` (a new directory); the vocabulary files go to the directory
     `vocabulary` first (they are copied into `assets/`)."""
+    src, tgt = translator.source_tokenizer, translator.target_tokenizer
+    source = _from_file(src, vocabulary, "source_vocab.txt", tokenizer_ops, uses=("tokenize",))
+    target = _from_file(tgt, vocabulary, "target_vocab.txt", tokenizer_ops, uses=("detokenize",),
+                        other=src.vocabulary)
     config_path = os.path.join(path, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as f:
-        f.write(files.strict_json(export_config(translator), indent=2, ensure_ascii=False))
-    serving = Translator(translator.model, _from_file(translator.source_tokenizer, vocabulary, "source_vocab.txt"),
-                         _from_file(translator.target_tokenizer, vocabulary, "target_vocab.txt"),
-                         translator.decode_config, translator.config, translator.accel,
-                         stored_weights=translator.accel, replace_unknown=translator.replace_unknown)
+        f.write(files.strict_json(export_config(translator, ops_of(source), ops_of(target)), indent=2,
+                                  ensure_ascii=False))
+    serving = Translator(translator.model, source, target, translator.decode_config, translator.config,
+                         translator.accel, stored_weights=translator.accel, replace_unknown=translator.replace_unknown)
     serving.config_file = tf.saved_model.Asset(config_path)
     greedy_fn = serving.translate.get_concrete_function()
-    signatures = {"translate": greedy_fn, "serving_default": greedy_fn,
-                  "translate_beam": serving.translate_beam.get_concrete_function()}
+    beam_fns = [serving.translate_beam.get_concrete_function(TEXT, tf.TensorSpec([], w, name="beam_width"),
+                                                             tf.TensorSpec([], p, name="length_penalty"))
+                for w, p in BEAM_DTYPES]
+    signatures = {"translate": greedy_fn, "serving_default": greedy_fn, "translate_beam": beam_fns[0]}
     tf.saved_model.save(serving, path, signatures=signatures)
 
 
-def _from_file(tokenizer, directory, name):
-    """The same tokenizer, its tables filled from a vocabulary file (saved as an asset)."""
+def _from_file(tokenizer, directory, name, tokenizer_ops, uses, other=()):
+    """The same tokenizer, its tables filled from a vocabulary file (saved as an asset); a
+    `CoreTokenizer` for `tokenizer_ops="core"` where it gives the same tokens, with the tables of
+    `uses` (`other`: the tokens of another vocabulary its detokenized text may hold)."""
     path = tokenizer.write_vocabulary(os.path.join(directory, name))
+    if tokenizer_ops == "core" and CoreTokenizer.exact_for(tokenizer):
+        return CoreTokenizer.like(tokenizer, vocabulary_file=path, other_vocabulary=other, uses=uses)
     return Tokenizer(vocabulary_file=path, **tokenizer.get_config())
 
 
-def export_config(translator):
-    """The JSON description saved with an export."""
+def ops_of(tokenizer):
+    """`"core"` for a tokenizer of core TensorFlow ops only, else `"text"` (it needs tensorflow-text)."""
+    return "core" if isinstance(tokenizer, CoreTokenizer) and tokenizer.level != "wordpiece" else "text"
+
+
+def export_config(translator, source_ops="text", target_ops="text"):
+    """The JSON description saved with an export (`*_ops`: see `ops_of`)."""
     src, tgt = translator.source_tokenizer, translator.target_tokenizer
     settings = lambda tok: {k: v for k, v in tok.get_config().items() if k != "vocabulary"}  # noqa: E731
     return {
@@ -352,6 +389,7 @@ def export_config(translator):
         "decode": vars(translator.decode_config),
         "accel": translator.accel,
         "replace_unknown": translator.replace_unknown,
+        "tokenizer_ops": {"source": source_ops, "target": target_ops},
         "signatures": {"translate": {"inputs": ["text"], "outputs": list(OUTPUTS)},
                        "translate_beam": {"inputs": ["text", "beam_width", "length_penalty"],
                                           "outputs": list(BEAM_OUTPUTS)}},
@@ -360,7 +398,7 @@ def export_config(translator):
 
 def load(path):
     """Loads an export (any process with `tensorflow` and `tensorflow_text`); returns the object."""
-    import tensorflow_text  # noqa: F401  (registers the text ops the graph uses)
+    import tensorflow_text  # noqa: F401  (registers the text ops of exports made with tokenizer_ops="text")
 
     graph = os.path.join(path, "saved_model.pb")
     if not os.path.exists(graph):

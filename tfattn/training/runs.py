@@ -570,7 +570,7 @@ def _finish(run, config, trainer, tokenizers, echo):
     return summary
 
 
-def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_unknown=False):
+def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_unknown=False, tokenizer_ops="core"):
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
     The newest checkpoint in `best/` (or, for `"latest"`, in `checkpoints/` or `best/`) that reads
@@ -578,7 +578,8 @@ def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_
     may be training meanwhile: a checkpoint that it removes while being read (it keeps the last 3)
     is passed over for the newest one then. A checkpoint with a weight that is not finite (a
     diverged run) is refused. `accel=False` exports the reference tier's decoding,
-    `replace_unknown=True` replaces output `[UNK]`s by source tokens (see `Translator`)."""
+    `replace_unknown=True` replaces output `[UNK]`s by source tokens (see `Translator`), `tokenizer_ops`
+    chooses core or tensorflow-text ops for the tokenizers (see `tfattn.serving.translator.export`)."""
     from tfattn.serving.translator import non_finite_weights
 
     run = Run(run_dir)
@@ -598,7 +599,7 @@ def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_
         echo(f"{out}: {recovered}")
     translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), accel=accel,
                             replace_unknown=replace_unknown)
-    export(translator, out)
+    export(translator, out, tokenizer_ops=tokenizer_ops)
     echo(f"exported step {_step_of(path)} of {run_dir} ({path})")
     return out
 

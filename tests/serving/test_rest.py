@@ -1,0 +1,96 @@
+"""docs/serving.md's REST requests and responses are what `tfattn.serving.rest` builds and what a
+real export answers, converted as TensorFlow Serving's REST API converts tensors."""
+
+import json
+import os
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from conftest import train_dates_translator
+from tfattn.serving import rest
+from tfattn.serving.translator import export, load
+
+PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "serving.md")
+DIGITS = 2  # the page rounds floats to this many decimals
+
+
+def page_blocks():
+    """`<!-- rest: NAME -->` followed by a ```json block on the page -> {NAME: parsed JSON}."""
+    with open(PAGE, encoding="utf-8") as f:
+        text = f.read()
+    found = re.findall(r"<!-- rest: ([\w-]+) -->\s*```json\n(.*?)```", text, flags=re.S)
+    return {name: json.loads(block) for name, block in found}
+
+
+def examples(loaded):
+    """The page's examples, produced: {NAME: JSON}."""
+    greedy = rest.rest_request(["5.3.19", "1 may 2020"])
+    beam = rest.rest_request(["5.3.19"], beam_width=2, length_penalty=0.6)
+    return {"translate-request": greedy, "translate-response": rest.predict_locally(loaded, greedy),
+            "beam-request": beam, "beam-response": rest.predict_locally(loaded, beam)}
+
+
+def assert_same_json(shown, produced, where):
+    """Equal JSON: the same keys, lists and strings; floats within the page's rounding."""
+    if isinstance(produced, dict):
+        assert isinstance(shown, dict) and list(shown) == list(produced), f"{where}: keys"
+        for key in produced:
+            assert_same_json(shown[key], produced[key], f"{where}.{key}")
+    elif isinstance(produced, list):
+        assert isinstance(shown, list) and len(shown) == len(produced), f"{where}: length"
+        for i, (a, b) in enumerate(zip(shown, produced)):
+            assert_same_json(a, b, f"{where}[{i}]")
+    elif isinstance(produced, float):
+        assert abs(shown - produced) <= 0.6 * 10**-DIGITS, f"{where}: {shown} against {produced}"
+    else:
+        assert shown == produced and type(shown) is type(produced), f"{where}: {shown!r} against {produced!r}"
+
+
+@pytest.fixture(scope="module")
+def versioned(dates_data, tmp_path_factory):
+    """A dates translator trained for two epochs from seed 0 (its own, so that other tests' use of the
+    random generators cannot change it), exported as the page says: into MODEL_BASE/NAME/VERSION."""
+    keras.utils.set_random_seed(0)
+    translator = train_dates_translator(dates_data, "luong", epochs=2)
+    path = tmp_path_factory.mktemp("models") / "dates" / "1"
+    return load(export(translator, str(path)))
+
+
+def test_the_page_shows_what_the_export_answers(versioned):
+    shown, produced = page_blocks(), examples(versioned)
+    try:
+        assert set(shown) == set(produced), sorted(shown)
+        for name, value in produced.items():
+            assert_same_json(shown[name], value, name)
+    except AssertionError:
+        for name, value in produced.items():  # what the page should show, to paste
+            print(f"<!-- rest: {name} -->\n```json\n{rest.json_text(value, DIGITS)}\n```\n")
+        raise
+
+
+def test_row_form_is_one_object_per_sentence_and_columnar_form_is_whole_outputs(versioned):
+    rows = rest.predict_locally(versioned, rest.rest_request(["5.3.19", "tue 5 march 2019"]))["predictions"]
+    whole = versioned.signatures["translate"](text=np.array(["5.3.19", "tue 5 march 2019"], dtype=object))
+    assert [r["text"] for r in rows] == [t.decode() for t in whole["text"].numpy()]
+    assert [len(r["attention"]) for r in rows] == [whole["attention"].shape[1]] * 2
+    columns = rest.predict_locally(versioned, {"signature_name": "translate",
+                                               "inputs": {"text": ["5.3.19", "tue 5 march 2019"]}})["outputs"]
+    assert columns["text"] == [r["text"] for r in rows] and columns["length"] == [r["length"] for r in rows]
+
+
+def test_json_numbers_serve_the_typed_scalars(versioned):
+    """`beam_width` written as 4 (a JSON number) serves the int32 input, as the server converts it."""
+    body = rest.rest_request(["5.3.19"], beam_width=4, length_penalty=1)
+    assert json.loads(json.dumps(body))["inputs"]["length_penalty"] == 1.0
+    out = rest.predict_locally(versioned, body)["outputs"]
+    assert np.shape(out["nbest_text"]) == (1, 4)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("5.3.19",), "list of str"), (([b"5.3.19"],), "list of str"), ((["x"], None, 0.6), "needs a beam_width")])
+def test_bad_requests_are_named(args, message):
+    with pytest.raises(ValueError, match=message):
+        rest.rest_request(*args)

@@ -1,0 +1,100 @@
+"""TensorFlow Serving's REST API for an export: request bodies, and the responses the server gives.
+
+TensorFlow Serving's `POST /v1/models/NAME:predict` takes a JSON body in one of two forms:
+
+- row form, `{"signature_name": ..., "instances": [{"text": "..."}, ...]}`: one object per sentence,
+  every input batched. The response is `{"predictions": [...]}`, one object per sentence holding
+  every output's row. `translate` takes this form.
+- columnar form, `{"signature_name": ..., "inputs": {"text": [...], "beam_width": 4, ...}}`: one
+  value per input, so an input may be a scalar. The response is `{"outputs": {...}}`, every output
+  whole. `translate_beam`, whose `beam_width` and `length_penalty` are scalars, needs this form.
+
+JSON numbers are read as the signature's dtype (so `4` serves an int32 `beam_width`); string
+outputs are written as UTF-8 strings. `predict_locally` does the same with a loaded export in
+Python, so that `docs/serving.md` shows responses produced from a real export
+(`tests/serving/test_rest.py` checks them).
+
+Example:
+
+>>> rest_request(["5.3.19"])
+{'signature_name': 'translate', 'instances': [{'text': '5.3.19'}]}
+>>> rest_request(["5.3.19"], beam_width=4, length_penalty=0.6)["inputs"]
+{'text': ['5.3.19'], 'beam_width': 4, 'length_penalty': 0.6}
+"""
+
+import json
+
+import numpy as np
+import tensorflow as tf
+
+
+def rest_request(texts, beam_width=None, length_penalty=None):
+    """The JSON body (a dict) of a `:predict` request: `translate` in row form, or, with `beam_width`
+    (and `length_penalty`, default 0.6), `translate_beam` in columnar form.
+
+    Args:
+        texts: list of str. The sentences.
+        beam_width: int or None. `None` for greedy `translate`.
+        length_penalty: float or None. The GNMT alpha of `translate_beam`.
+    """
+    if isinstance(texts, (str, bytes)) or not all(isinstance(t, str) for t in texts):
+        raise ValueError(f"texts must be a list of str. Received: texts={texts!r}")
+    if beam_width is None:
+        if length_penalty is not None:
+            raise ValueError(f"length_penalty needs a beam_width. Received: length_penalty={length_penalty!r}")
+        return {"signature_name": "translate", "instances": [{"text": t} for t in texts]}
+    alpha = 0.6 if length_penalty is None else float(length_penalty)
+    return {"signature_name": "translate_beam",
+            "inputs": {"text": list(texts), "beam_width": int(beam_width), "length_penalty": alpha}}
+
+
+def predict_locally(loaded, body):
+    """The response TensorFlow Serving gives to `body` (a request dict) with the export `loaded`
+    (`tf.saved_model.load`): the signature called with the inputs in its dtypes, the outputs as JSON."""
+    signature = loaded.signatures[body.get("signature_name", "serving_default")]
+    specs = signature.structured_input_signature[1]  # name -> TensorSpec
+    if "instances" in body:
+        columns = {name: [row[name] for row in body["instances"]] for name in specs}
+    else:
+        columns = body["inputs"]
+    out = signature(**{name: tf.constant(columns[name], spec.dtype) for name, spec in specs.items()})
+    return rest_response(out, row_form="instances" in body)
+
+
+def rest_response(outputs, row_form):
+    """Signature outputs (a dict of tensors) -> the response dict: row form `{"predictions": [one
+    dict per sentence]}`, columnar form `{"outputs": {name: value}}`; strings as UTF-8 text."""
+    values = {name: _json_value(np.asarray(v)) for name, v in sorted(outputs.items())}
+    if not row_form:
+        return {"outputs": values}
+    batch = len(next(iter(values.values())))
+    return {"predictions": [{name: value[i] for name, value in values.items()} for i in range(batch)]}
+
+
+def _json_value(array):
+    if array.dtype.kind in "OSU":
+        return np.vectorize(lambda s: s.decode("utf-8") if isinstance(s, bytes) else s, otypes=[object])(
+            array).tolist() if array.size else array.tolist()
+    return array.tolist()
+
+
+def json_text(value, digits=None):
+    """`value` as indented JSON text, each list of numbers or strings on one line; floats rounded to
+    `digits` decimals if given (for a page; the server writes them whole)."""
+    if isinstance(value, dict):
+        items = [f"{json.dumps(k)}: {json_text(v, digits)}" for k, v in value.items()]
+        one_line = "{" + ", ".join(items) + "}"
+        if len(one_line) <= 80 and "\n" not in one_line:
+            return one_line
+        return "{\n" + ",\n".join(_indent(i) for i in items) + "\n}"
+    if isinstance(value, list):
+        if all(not isinstance(v, (list, dict)) for v in value):
+            return "[" + ", ".join(json_text(v, digits) for v in value) + "]"
+        return "[\n" + ",\n".join(_indent(json_text(v, digits)) for v in value) + "\n]"
+    if isinstance(value, float) and digits is not None:
+        return json.dumps(round(value, digits))
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _indent(text):
+    return "\n".join("  " + line for line in text.splitlines())
