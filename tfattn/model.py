@@ -245,9 +245,9 @@ class Seq2Seq(keras.Model):
 
 
 def ensure_built(model):
-    """Creates a model's variables with a one-token dummy batch (call it outside any tf.function)."""
+    """Creates a model's variables with a two-token dummy batch (call it outside any tf.function)."""
     if not model.built:
-        model((ops.ones((1, 2), "int32"), ops.ones((1, 1), "int32")))
+        model((ops.ones((1, 2), "int32"), ops.ones((1, 2), "int32")))  # two steps: no softmax over one position
     return model
 
 

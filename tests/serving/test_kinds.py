@@ -127,3 +127,27 @@ def test_every_kind_serves_without_tfattn(kind, tokenizers, tmp_path):
             assert not sums[i, n:].any()
     if KINDS[kind].get("hard"):  # one source position per step, exactly
         assert set(np.unique(weights)) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("kind", [pytest.param("transformer"), pytest.param("multihead", marks=pytest.mark.long),
+                                  pytest.param("none", marks=pytest.mark.long)])
+def test_every_head_through_translate_heads(kind, tokenizers, tmp_path):
+    from tfattn.serving.translator import load
+
+    t = translator(kind, tokenizers)
+    loaded = load(export(t, str(tmp_path / kind)))
+    if kind == "none":  # one layer of one head (zeros): the signature would repeat `attention`
+        assert "translate_heads" not in loaded.signatures
+        return
+    texts = ["tue 5 march 2019", "", "march 5th 2019"]
+    out = {k: v.numpy() for k, v in loaded.signatures["translate_heads"](text=tf.constant(texts)).items()}
+    greedy = {k: v.numpy() for k, v in loaded.signatures["translate"](text=tf.constant(texts)).items()}
+    assert_same_outputs({k: v for k, v in out.items() if k != "attention_heads"}, greedy, kind)
+    heads = out["attention_heads"]  # (batch, layers, heads, t_out, t_in)
+    layers = KINDS[kind].get("num_layers", 1) if kind == "transformer" else 1
+    assert heads.shape == (3, layers, 2, *out["attention"].shape[1:])
+    np.testing.assert_allclose(heads[:, -1].mean(axis=1), out["attention"], atol=1e-5)  # docs/models.md
+    for i, n in enumerate(out["length"]):
+        np.testing.assert_allclose(heads[i, :, :, :n].sum(axis=-1), 1.0, atol=1e-5)
+        assert not heads[i, :, :, n:].any()  # past [END], and every row of the blank text
+    assert out["length"][1] == 0

@@ -28,6 +28,14 @@ Signature `translate_beam`, beam search with the GNMT length penalty `((5 + len)
             nbest_text      string  [batch, n]    all `n = beam_width` hypotheses, best first
             nbest_score     float32 [batch, n]
 
+Signature `translate_heads`, only for models with several heads or layers of cross-attention
+(multi-head Luong attention, the Transformer), whose `attention` is a reduction (docs/models.md):
+    input   text            string  [batch]
+    outputs as `translate`, and
+            attention_heads float32 [batch, layers, heads, t_out, t_in]   every block's every head,
+                            from a teacher-forced pass over the greedy tokens
+    (`tfattn.plot.plot_heads(out["attention_heads"][i], ...)` draws sentence `i`'s).
+
 With `replace_unknown` (a `Translator` option, saved in `tfattn_config.json`), every `[UNK]` of
 `tokens`, `text` and `nbest_text` is replaced by the source token it attends to most (see
 `tfattn.serving.alignments`).
@@ -51,7 +59,7 @@ from tfattn.accel import seq2seq as fast
 from tfattn.config import resolve_accel
 from tfattn.decoding.search import DecodeConfig, beam_search, greedy
 from tfattn.model import ensure_built
-from tfattn.data.text import Tokenizer
+from tfattn.data.text import START_ID, Tokenizer
 from tfattn.serving.alignments import replace_unknown as replace_unknown_tokens
 from tfattn.serving.core_text import CoreTokenizer
 
@@ -63,6 +71,7 @@ BEAM_DTYPES = [(w, p) for w in (tf.int32, tf.int64) for p in (tf.float32, tf.flo
 TOKENIZER_OPS = ("core", "text")
 OUTPUTS = ("text", "tokens", "input_tokens", "attention", "length")
 BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score")
+HEADS_OUTPUTS = OUTPUTS + ("attention_heads",)
 
 
 class Translator(tf.Module):
@@ -116,6 +125,8 @@ class Translator(tf.Module):
                                      if v is not None}
             object.__setattr__(self, "absent_weights", tuple(k for k, v in weights.items() if v is None))
             variables = model.encoder.variables + model.decoder.attention_layer.variables  # what else is read
+            if head_grid(model) != (1, 1):  # `translate_heads` runs the model's own layers
+                variables = model.variables
         self.model_variables = [v.value for v in variables]
 
     @tf.function(input_signature=[TEXT])
@@ -135,6 +146,12 @@ class Translator(tf.Module):
     def _translate_beam(self, text, beam_width, length_penalty):
         return self._unless_empty(text, lambda t: self._beam(t, beam_width, length_penalty), BEAM_OUTPUTS)
 
+    @tf.function  # no input_signature: saving traces only what `export` asks for (`head_grid`)
+    def translate_heads(self, text):
+        """Greedy translation with every head of the cross-attention (`attention_heads`); exported
+        as a signature for models with several heads or layers (`head_grid`)."""
+        return self._unless_empty(text, lambda t: self._greedy(t, heads=True), HEADS_OUTPUTS)
+
     def _unless_empty(self, text, fn, names):
         """`fn(text)`, or empty outputs for an empty batch (some RNN kernels refuse batch 0).
 
@@ -152,17 +169,28 @@ class Translator(tf.Module):
             return fast.Stepping(self.model, lambda: {**dict.fromkeys(self.absent_weights), **stored})
         return self.model
 
-    def _greedy(self, text):
+    def _greedy(self, text, heads=False):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
         out = greedy(self._decoding_model(), source, self.decode_config, accel=self.accel)
         text, tokens = self._text_and_tokens(out["ids"], out["attention"], input_tokens)
-        return {
+        result = {
             "text": text,
             "tokens": tokens,  # (batch, t_out), "" padding
             "input_tokens": input_tokens,
             "attention": out["attention"],
             "length": out["length"],
         }
+        if heads:
+            result["attention_heads"] = self._heads(source, out["ids"], out["length"])
+        return result
+
+    def _heads(self, source, ids, length):
+        """Every head `(batch, layers, heads, t_out, t_in)` for the output `ids (batch, t_out)`:
+        the model teacher-forced on `[START]` and the tokens, rows past each `length` zero."""
+        start = tf.fill([tf.shape(ids)[0], 1], START_ID)
+        heads = self.model.attention_heads(source, tf.concat([start, ids[:, :-1]], axis=1))
+        steps = tf.sequence_mask(length, tf.shape(ids)[1])  # (batch, t_out)
+        return tf.where(steps[:, None, None, :, None], heads, 0.0)
 
     def _beam(self, text, beam_width, length_penalty):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)
@@ -228,6 +256,9 @@ def blank_empty_sources(out):
     result = {**out, "length": tf.where(blank, 0, out["length"]),
               "tokens": tf.where(blank[:, None], "", out["tokens"])[:, :width],
               "attention": tf.where(blank[:, None, None], 0.0, out["attention"])[:, :width]}
+    if "attention_heads" in out:  # (batch, layers, heads, t_out, t_in)
+        result["attention_heads"] = tf.where(blank[:, None, None, None, None], 0.0,
+                                             out["attention_heads"])[:, :, :, :width]
     for name, value in {"text": "", "score": 0.0, "nbest_text": "", "nbest_score": 0.0}.items():
         if name in out:
             mask = blank if name in ("text", "score") else blank[:, None]
@@ -255,9 +286,10 @@ def as_batch(texts):
 
 
 EMPTY_RANKS = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
-               "nbest_text": 2, "nbest_score": 2}
+               "nbest_text": 2, "nbest_score": 2, "attention_heads": 5}
 EMPTY_DTYPES = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
-                "length": tf.int32, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32}
+                "length": tf.int32, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32,
+                "attention_heads": tf.float32}
 
 
 def export(translator, path, tokenizer_ops="core"):
@@ -360,7 +392,18 @@ def _write_export(translator, path, vocabulary, tokenizer_ops):
                                                              tf.TensorSpec([], p, name="length_penalty"))
                 for w, p in BEAM_DTYPES]
     signatures = {"translate": greedy_fn, "serving_default": greedy_fn, "translate_beam": beam_fns[0]}
+    if head_grid(translator.model) != (1, 1):
+        signatures["translate_heads"] = serving.translate_heads.get_concrete_function(TEXT)
     tf.saved_model.save(serving, path, signatures=signatures)
+
+
+def head_grid(model):
+    """`(layers, heads)` of a model's cross-attention: `(1, 1)` but for a Transformer decoder and a
+    multi-head attention layer, whose exports also have the `translate_heads` signature."""
+    decoder = model.decoder
+    if hasattr(decoder, "cross_attention_heads"):
+        return decoder.num_layers, decoder.heads
+    return 1, getattr(getattr(decoder, "attention_layer", None), "heads", None) or 1
 
 
 def _from_file(tokenizer, directory, name, tokenizer_ops, uses, other=()):
@@ -392,7 +435,9 @@ def export_config(translator, source_ops="text", target_ops="text"):
         "tokenizer_ops": {"source": source_ops, "target": target_ops},
         "signatures": {"translate": {"inputs": ["text"], "outputs": list(OUTPUTS)},
                        "translate_beam": {"inputs": ["text", "beam_width", "length_penalty"],
-                                          "outputs": list(BEAM_OUTPUTS)}},
+                                          "outputs": list(BEAM_OUTPUTS)},
+                       **({"translate_heads": {"inputs": ["text"], "outputs": list(HEADS_OUTPUTS)}}
+                          if head_grid(translator.model) != (1, 1) else {})},
     }
 
 
