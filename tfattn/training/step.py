@@ -91,10 +91,12 @@ def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
         `{"loss", "accuracy", "tokens", "grad_norm", "finite"}`: float32 scalars, the int32 count of
         target tokens, and a bool scalar that is `False` when the update was skipped.
     """
-    variables = model.trainable_variables
     with tf.GradientTape() as tape:
         logits, loss = forward_and_loss(model, source, target, training=True, accel=accel)
         scaled_loss = optimizer.scale_loss(loss)
+    variables = model.trainable_variables  # after the forward pass, which builds a model that was not
+    if not optimizer.built:  # (under Keras' fit), and before the `cond`, where no variable can be made
+        optimizer.build(variables)
     # An embedding's gradient arrives as row slices, one per token occurrence; made dense, a token
     # seen twice in the batch gets one summed row, which is the gradient Adam is defined on.
     grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled_loss, variables)]
@@ -108,7 +110,7 @@ def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
         finite = finite & tf.math.is_finite(norm)
 
     def update():
-        optimizer.apply_gradients(zip(grads, variables))
+        optimizer.apply_gradients(list(zip(grads, variables)))
         return tf.constant(True)
 
     finite = tf.cond(finite, update, lambda: tf.constant(False))
