@@ -97,7 +97,7 @@ def test_a_run_counts_skipped_steps_in_its_log_tensorboard_and_summary(tmp_path,
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.util import tensor_util
 
-    board = event_accumulator.EventAccumulator(os.path.join(run, "tensorboard"))
+    board = event_accumulator.EventAccumulator(os.path.join(run, "tensorboard"), {event_accumulator.TENSORS: 0})
     board.Reload()
     counts = [float(tensor_util.make_ndarray(e.tensor_proto)) for e in board.Tensors("train/nonfinite_steps")]
     assert sum(counts) == 2 and counts[0] == 2
