@@ -172,3 +172,27 @@ def test_the_average_is_kept_only_when_it_validates_better(tmp_path, losses, kep
         f"validates better (loss 1.5000 against 2.0000): it is exported (and kept in {tmp_path / 'averaged'})"
         if kept == "average" else "does not validate better (loss 2.5000 against 2.0000): the best checkpoint is "
                                   "exported")]
+
+
+def test_the_validator_scores_greedy_translations_with_sacrebleu(dates_data):
+    import sacrebleu
+
+    from tfattn.training.step import make_eval_step
+    from tfattn.training.validation import Validator
+
+    train, test, source, target = dates_data
+    model = tfattn.make_model(tfattn.ModelConfig(embedding_dim=8, units=16), source.vocab_size, target.vocab_size)
+    pairs = test[:40]
+    data = tfattn.make_dataset(pairs, source, target, tfattn.DataConfig(batch_size=16, bucket=False), shuffle=False)
+    decode = tfattn.DecodeConfig(max_length=14)
+    validator = Validator(model, make_eval_step(model), data, pairs, (source, target), decode, sample=8, batch_size=3)
+    logs = validator()
+    sample = [pairs[i * 5] for i in range(8)]  # evenly spaced: 40 / 8
+    assert validator.last["sources"] == [s for s, _ in sample]
+    translated = tfattn.Translator(model, source, target, decode)([s for s, _ in sample])
+    assert validator.last["hypotheses"] == [t.decode("utf-8") for t in translated["text"]]
+    references = [t for _, t in sample]
+    hypotheses = validator.last["hypotheses"]
+    assert logs["val_chrf"] == pytest.approx(sacrebleu.CHRF(lowercase=True).corpus_score(hypotheses, [references]).score)
+    assert logs["val_bleu"] == pytest.approx(sacrebleu.BLEU(lowercase=True).corpus_score(hypotheses, [references]).score)
+    assert logs["val_loss"] == pytest.approx(math.log(target.vocab_size), rel=0.2)  # untrained

@@ -57,13 +57,15 @@ def tier_for(precision, accel=None):
     own calls, autodiff and Keras' Adam), whatever the switch or `accel` say; float32 follows them.
 
     Args:
-        precision: one of `PRECISIONS`.
+        precision: str. One of `PRECISIONS`, or any Keras dtype policy name (a model's
+            `dtype_policy.name`, as `Seq2Seq.train_step` passes it): all but `"float32"` take the
+            reference tier.
         accel: bool or None, as everywhere (`None` follows `tfattn.config`).
 
     Returns:
         bool: `True` for the fast tier.
     """
-    return resolve_accel(accel) and check_precision(precision) == "float32"
+    return resolve_accel(accel) and precision == "float32"
 
 
 def with_loss_scaling(optimizer, precision):
