@@ -51,7 +51,7 @@ def test_every_tag_is_written(board_run):
         assert tag in tags, (tag, sorted(tags))
     assert events.SummaryMetadata("validation/attention").plugin_data.plugin_name == "images"
     assert events.SummaryMetadata("validation/translations").plugin_data.plugin_name == "text"
-    assert "hparams" in events.PluginTagToContent("hparams") or events.PluginTagToContent("hparams")
+    assert "_hparams_/session_start_info" in events.PluginTagToContent("hparams")
 
 
 def test_training_scalars_are_the_means_between_reads(board_run):
