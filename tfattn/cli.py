@@ -402,9 +402,24 @@ def run_config(args):
                         decay_to_budget=args.time_budget is not None and not args.decay_steps)
     data = DataConfig(batch_size=args.batch_size, bucket=not args.no_bucket, seed=args.seed)
     decode = DecodeConfig(max_length=args.max_length)
-    return RunConfig(corpus=_corpus_config(args), source_tokenizer=tokenizer,
-                     target_tokenizer=dataclasses.replace(tokenizer), model=model, data=data, train=train,
-                     decode=decode, checkpoint_every=args.checkpoint_every)
+    return _with_training_flags(args, RunConfig(
+        corpus=_corpus_config(args), source_tokenizer=tokenizer, target_tokenizer=dataclasses.replace(tokenizer),
+        model=model, data=data, train=train, decode=decode, checkpoint_every=args.checkpoint_every))
+
+
+def _with_training_flags(args, config):
+    """`config` with the flags of `_add_training_flags` applied: validation, TensorBoard, schedule,
+    precision, non-finite steps, determinism."""
+    from tfattn.training.validation import ValidationConfig
+
+    train = dataclasses.replace(config.train, warmup_steps=args.warmup_steps,
+                                schedule=args.schedule.replace("-", "_"), precision=args.precision,
+                                max_nonfinite=args.max_nonfinite, deterministic=args.deterministic,
+                                log_every=args.log_every)
+    validation = ValidationConfig(every=args.validate_every, sample=args.bleu_sample, best_by=args.best_by,
+                                  early_stopping=args.early_stopping, average_checkpoints=args.average_checkpoints)
+    tensorboard = None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
+    return dataclasses.replace(config, train=train, validation=validation, tensorboard=tensorboard)
 
 
 # -- parsers ---------------------------------------------------------------------------------------
@@ -442,6 +457,7 @@ def _add_train_parser(sub):
     _add_model_flags(p.add_argument_group("model"))
     _add_batch_flags(p.add_argument_group("tokens and batches"))
     _add_optimization_flags(p.add_argument_group("optimization"))
+    _add_training_flags(p.add_argument_group("validation, schedule, precision and monitoring"))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
     return p
@@ -516,6 +532,43 @@ def _add_optimization_flags(o):
                    help="steps between checkpoints; each epoch's end and a session's first step are "
                         "saved too (default: 500)")
     o.add_argument("--seed", type=non_negative_int, default=0, help="default: 0")
+
+
+def _add_training_flags(g):
+    g.add_argument("--validate-every", type=positive_int, metavar="STEPS",
+                   help="validate every this many steps (default: at each epoch's end)")
+    g.add_argument("--bleu-sample", type=non_negative_int, default=200, metavar="N",
+                   help="validation sentences translated greedily at each validation for BLEU and chrF (a fixed "
+                        "sample, so its cost is known; 0: none) (default: 200)")
+    g.add_argument("--best-by", choices=("loss", "bleu"), default="loss",
+                   help="the checkpoint kept in best/ and exported: lowest validation loss or highest BLEU "
+                        "(default: loss)")
+    g.add_argument("--early-stopping", type=positive_int, metavar="K",
+                   help="stop after K validations in a row without a better --best-by score (default: never)")
+    g.add_argument("--average-checkpoints", type=positive_int, metavar="K",
+                   help="at the end, average the weights of the last K checkpoints; the average is exported "
+                        "when it validates better than the best checkpoint (the log and summary say which)")
+    g.add_argument("--warmup-steps", type=non_negative_int, default=0,
+                   help="linear warm-up of the learning rate from 0 over this many steps (default: 0)")
+    g.add_argument("--schedule", choices=("constant", "cosine", "inverse-sqrt"), default="cosine",
+                   help="the learning rate after the warm-up: cosine (over --decay-steps; constant without "
+                        "them), constant, or inverse-sqrt (peak * sqrt(warmup / step)) (default: cosine)")
+    g.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"), default="float32",
+                   help="Keras dtype policy: mixed ones compute in 16 bits with float32 weights (float16 with "
+                        "loss scaling) and train on the reference tier; exports serve in float32 (default: float32)")
+    g.add_argument("--max-nonfinite", type=positive_int, default=5, metavar="K",
+                   help="a step with a NaN or infinite loss is skipped and counted; K in a row stop the run "
+                        "(exit status 2), its last good checkpoint kept (default: 5)")
+    g.add_argument("--deterministic", action="store_true",
+                   help="TensorFlow's op determinism (tf.config.experimental.enable_op_determinism) with the seed: "
+                        "two runs give the same losses; slower")
+    g.add_argument("--tensorboard", metavar="DIR",
+                   help="where TensorBoard summaries go: losses, learning rate, gradient norm, tokens/s, "
+                        "validation BLEU and chrF, attention images, translations, hparams (default: RUN/tensorboard)")
+    g.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard summaries")
+    g.add_argument("--log-every", type=positive_int, default=20,
+                   help="steps between reads of the training means (progress line, TensorBoard, checks of "
+                        "non-finite steps) (default: 20)")
 
 
 def _add_model_parser(sub, name, help, description):

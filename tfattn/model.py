@@ -243,6 +243,50 @@ class Seq2Seq(keras.Model):
             config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
 
+    # -- Keras' fit and evaluate (TensorFlow backend) ----------------------------------------------
+    # `model.compile(optimizer=...)` then `model.fit(dataset)`, where the dataset yields `(source,
+    # target)` batches as tfattn's loop takes them: the step is tfattn's own
+    # (`tfattn.training.step.train_update`: teacher forcing, the masked loss, gradients clipped to a
+    # global norm of 5, an update whose loss is not finite skipped), on the tier `tfattn.config` and
+    # the model's dtype policy choose (`tfattn.training.precision.tier_for`). `loss` and `accuracy`
+    # are means over the target tokens of the epoch so far; compile's `loss` and `metrics` are not used.
+
+    def train_step(self, data):
+        from tfattn.training import precision, step  # training imports this module: imported here
+
+        source, target, _ = keras.utils.unpack_x_y_sample_weight(data)
+        ensure_built(self)  # (first trace) the fast tier reads the weights before any layer call
+        accel = precision.tier_for(self.dtype_policy.name, model=self)
+        out = step.train_update(self, self.optimizer, source, target, clip_norm=5.0, accel=accel)
+        return self._token_means(out, out["finite"])
+
+    def test_step(self, data):
+        from tfattn.training import precision, step
+
+        source, target, _ = keras.utils.unpack_x_y_sample_weight(data)
+        ensure_built(self)  # (first trace) the fast tier reads the weights before any layer call
+        accel = precision.tier_for(self.dtype_policy.name, model=self)
+        logits, loss = step.forward_and_loss(self, source, target, training=False, accel=accel)
+        return self._token_means({"loss": loss, "accuracy": masked_accuracy(target[:, 1:], logits),
+                                  "tokens": ops.count_nonzero(target[:, 1:])}, ops.isfinite(loss))
+
+    @property
+    def metrics(self):
+        """The token-weighted means `fit` and `evaluate` report: `loss` and `accuracy`."""
+        if "_fit_means" not in self.__dict__:  # made at fit's or evaluate's start, outside the step
+            # Not tracked as the layer's state (a built layer takes none): they hold no weight, and
+            # the model's `variables`, which checkpoints list in order, stay what they were.
+            object.__setattr__(self, "_fit_means", [keras.metrics.Mean(name="loss"),
+                                                    keras.metrics.Mean(name="accuracy")])
+        return list(self._fit_means)
+
+    def _token_means(self, out, finite):
+        """Adds a batch to the running means, weighted by its target tokens (0 for a skipped step)."""
+        weight = ops.where(finite, ops.cast(out["tokens"], "float32"), 0.0)
+        for mean, key in zip(self.metrics, ("loss", "accuracy")):
+            mean.update_state(ops.where(finite, out[key], 0.0), sample_weight=weight)
+        return {mean.name: mean.result() for mean in self.metrics}
+
 
 def ensure_built(model):
     """Creates a model's variables with a two-token dummy batch (call it outside any tf.function)."""

@@ -232,13 +232,13 @@ def test_greedy_and_beam_search_translate_a_sentence_the_same_alone_and_in_a_pad
 
 
 @pytest.mark.parametrize("positions", ["learned", "relative"])
-def test_decoding_past_max_length_runs_to_the_loop_limit(positions):
-    # Documented: keep DecodeConfig.max_length <= the decoder's max_length; past it the cache stops
-    # recording, but the loop still runs to its own limit without an error.
+def test_decoding_past_max_length_is_refused_by_name(positions):
+    # The cache holds max_length positions: a longer DecodeConfig.max_length is refused up front.
     model = transformer(positions, max_length=5)
-    out = search.greedy(model, SOURCE, config=DecodeConfig(max_length=9, ratio=0.0, extra=9), accel=False)
-    ids = to_numpy(out["ids"])
-    assert ids.shape[0] == 2 and 5 < ids.shape[1] <= 9, "the loop went past the cache's 5 positions"
+    with pytest.raises(ValueError, match=r"decoder's max_length \(5: .*Received: max_length=9"):
+        search.greedy(model, SOURCE, config=DecodeConfig(max_length=9, ratio=0.0, extra=9), accel=False)
+    out = search.greedy(model, SOURCE, config=DecodeConfig(max_length=5, ratio=0.0, extra=9), accel=False)
+    assert to_numpy(out["ids"]).shape[1] <= 5
 
 
 def test_decoding_inside_a_tf_function_of_any_batch_and_length():

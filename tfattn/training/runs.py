@@ -31,7 +31,11 @@ from tfattn.serving.translator import Translator, export, non_finite_weights
 from tfattn.model import ModelConfig, make_model
 from tfattn.data.text import Tokenizer
 from tfattn.training.rundir import Run, Terminated, damage_of, newest_readable, remove_failed_save
-from tfattn.training.trainer import DivergedError, TrainConfig, Trainer, check_weights_match, restore_weights
+from tfattn.model import ensure_built
+from tfattn.training.precision import precision_scope
+from tfattn.training.trainer import (DivergedError, TrainConfig, Trainer, check_weights_match, restore_weights,
+                                     weights_checkpoint)
+from tfattn.training.validation import ValidationConfig, Validator, average_weights, score_of
 
 
 @dataclasses.dataclass
@@ -79,7 +83,10 @@ class TokenizerConfig:
 
 @dataclasses.dataclass
 class RunConfig:
-    """Everything a training run needs; saved as `RUN/config.json`."""
+    """Everything a training run needs; saved as `RUN/config.json`.
+
+    `tensorboard` is where the run writes its TensorBoard summaries: `""` for `RUN/tensorboard`,
+    None for nowhere (`tfattn.training.tensorboard`)."""
 
     corpus: CorpusConfig = dataclasses.field(default_factory=CorpusConfig)
     source_tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
@@ -89,6 +96,8 @@ class RunConfig:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
     checkpoint_every: int = 500
+    validation: ValidationConfig = dataclasses.field(default_factory=ValidationConfig)
+    tensorboard: str | None = ""
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -309,7 +318,8 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
         check_memory(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)  # before anything is written
         datasets = _datasets(config, parts, tokenizers, echo)
         keras.utils.set_random_seed(config.train.seed)  # the first weights and dropout seeds come from it
-        model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
+        with precision_scope(config.train.precision):  # the layers compute in the run's precision
+            model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
         trainer = Trainer(model, config.train, quiet=quiet)  # builds the weights before any file is written
         if not resume:
             run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
@@ -401,7 +411,8 @@ def _datasets(config, parts, tokenizers, echo):
         epoch_config = dataclasses.replace(config.data, seed=config.data.seed + epoch)
         return batch_rows(rows["train"], epoch_config)
 
-    return {"train": train, "validation": batch_rows(rows["validation"], config.data, shuffle=False)}
+    return {"train": train, "validation": batch_rows(rows["validation"], config.data, shuffle=False),
+            "validation_pairs": parts["validation"]}
 
 
 def _check_lengths(split, pairs, kept, tokenizers, echo):
@@ -419,23 +430,37 @@ def _check_lengths(split, pairs, kept, tokenizers, echo):
 
 
 def _train(run, config, trainer, datasets, tokenizers, resume, echo):
-    saver = _Saver(run, trainer, config.checkpoint_every)
+    saver = _Saver(run, trainer, config.checkpoint_every, config.validation)
     if resume:
         saver.restore(config, echo)
+    validator = Validator(trainer.model, trainer.eval_step, datasets["validation"], datasets["validation_pairs"],
+                          tokenizers, config.decode, config.validation.sample, trainer.config.accel)
+    board = _summaries(run, config)
+    checks = _Validations(run, config.validation, trainer, saver, validator, board, echo)
 
     def on_step(trainer, logs):
         saver.after_step(logs["step_loss"])
+        checks.after_step()
 
     def on_epoch(epoch, logs):
-        if logs.get("val_loss", float("inf")) < saver.best_loss.numpy():
-            saver.best_loss.assign(logs["val_loss"])
-            saver.save(saver.best)
+        if "val_loss" in logs:
+            checks.record(logs)
         saver.save_latest()  # every epoch's end, so that a kill loses at most one epoch
         run.write_json("history.json", saver.history_now())
         run.log(event="epoch", epoch=epoch, step=trainer.step, **logs)
 
+    def on_log(trainer, logs):
+        if board is not None:
+            board.train(trainer, logs)
+        if logs["nonfinite_steps"]:
+            echo(f"skipped {logs['nonfinite_steps']:.0f} step(s) with a non-finite loss before step {trainer.step} "
+                 f"({trainer.nonfinite_steps} in all)")
+            run.log(event="nonfinite", step=trainer.step, skipped=logs["nonfinite_steps"],
+                    total=trainer.nonfinite_steps)
+
     try:
-        trainer.fit(datasets["train"], validation=datasets["validation"], callbacks=[on_epoch], on_step=on_step)
+        trainer.fit(datasets["train"], validation=None if config.validation.every else validator,
+                    callbacks=[on_epoch], on_step=on_step, on_log=on_log)
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (`Terminated`)
         how = "terminated" if isinstance(stop, Terminated) else "interrupted"
         saver.save_latest(how)
@@ -446,9 +471,57 @@ def _train(run, config, trainer, datasets, tokenizers, resume, echo):
         raise DivergedError(f"{error}: the run diverged and stops; {kept}. Train a new run with a smaller "
                             f"--learning-rate or --clip-norm. Received: learning_rate={config.train.learning_rate}, "
                             f"clip_norm={config.train.clip_norm}") from None
+    finally:
+        if board is not None:
+            board.close()
     saver.save_latest("end")
     run.write_json("history.json", trainer.history)
-    return _finish(run, config, trainer, tokenizers, echo)
+    return _finish(run, config, trainer, tokenizers, echo, validator, checks)
+
+
+def _summaries(run, config):
+    """The run's TensorBoard writer (`config.tensorboard`: "" for RUN/tensorboard, None for none)."""
+    if config.tensorboard is None:
+        return None
+    from tfattn.training.tensorboard import Summaries
+
+    return Summaries(config.tensorboard or run.path("tensorboard"), config.to_dict())
+
+
+class _Validations:
+    """What a run does with its validations: TensorBoard and the log, the best state by
+    `ValidationConfig.best_by` saved in `best/`, and early stopping; every `every` steps if set
+    (`after_step`), else at each epoch's end (`record`, from the epoch's logs)."""
+
+    def __init__(self, run, config, trainer, saver, validator, board, echo):
+        self.run, self.config, self.trainer, self.saver = run, config, trainer, saver
+        self.validator, self.board, self.echo = validator, board, echo
+        self.validated_step = None
+
+    def after_step(self):
+        step = self.trainer.step
+        if self.config.every and step % self.config.every == 0 and step != self.validated_step and step:
+            self.record(self.validator(self.trainer))
+
+    def record(self, logs):
+        step, saver, config = self.trainer.step, self.saver, self.config
+        self.validated_step = step
+        if self.board is not None:
+            self.board.validation(logs, step, self.validator.last, config.examples)
+        if config.every:
+            self.run.log(event="validation", step=step, **logs)
+        if config.better(logs, float(saver.best_score.numpy())):
+            saver.best_score.assign(score_of(logs, config.best_by))
+            saver.best_loss.assign(logs["val_loss"])
+            saver.since_best.assign(0)
+            saver.save(saver.best)
+            return
+        saver.since_best.assign_add(1)
+        if config.early_stopping and int(saver.since_best) >= config.early_stopping:
+            self.trainer.stop_training = True
+            self.echo(f"early stopping at step {step}: no better validation {config.best_by} in "
+                      f"{config.early_stopping} validations (--early-stopping {config.early_stopping})")
+            self.run.log(event="early_stopping", step=step, validations=int(saver.since_best))
 
 
 class _Saver:
@@ -461,16 +534,22 @@ class _Saver:
     from it trains no batch of that epoch and validates it again.
     """
 
-    OPTIONAL = ("history", "epoch_sums")  # parts a checkpoint of an earlier version may lack
+    # Parts a checkpoint of an earlier version may lack.
+    OPTIONAL = ("history", "epoch_sums", "nonfinite", "best_score", "since_best")
 
-    def __init__(self, run, trainer, every):
+    def __init__(self, run, trainer, every, validation=None):
         self.run, self.trainer, self.every = run, trainer, every
         self.saved_step, self.saved_this_session = None, False
         self.best_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False, name="best_val_loss")
+        # The best validation's score (`tfattn.training.validation.score_of`) and the validations since.
+        self.best_score = tf.Variable(float("-inf"), dtype=tf.float64, trainable=False, name="best_score")
+        self.since_best = tf.Variable(0, dtype=tf.int64, trainable=False, name="since_best")
         self.history = tf.Variable("", dtype=tf.string, trainable=False, name="history")
-        self.parts = {**trainer.state(), "best_val_loss": self.best_loss, "history": self.history}
+        self.parts = {**trainer.state(), "best_val_loss": self.best_loss, "history": self.history,
+                      "best_score": self.best_score, "since_best": self.since_best}
         self.checkpoint = tf.train.Checkpoint(**self.parts)
-        self.latest = tf.train.CheckpointManager(self.checkpoint, run.path("checkpoints"), max_to_keep=3)
+        keep = max(3, (validation.average_checkpoints or 0) if validation else 0)  # the last K are averaged
+        self.latest = tf.train.CheckpointManager(self.checkpoint, run.path("checkpoints"), max_to_keep=keep)
         self.best = tf.train.CheckpointManager(self.checkpoint, run.path("best"), max_to_keep=1)
 
     def history_now(self):
@@ -478,12 +557,12 @@ class _Saver:
 
     def after_step(self, loss):
         """Saves the latest state if it is due: at this session's first step (so that a directory that
-        cannot be written stops the run at once), then `every` steps after the last save."""
+        cannot be written stops the run at once), then `every` steps after the last save. A step
+        skipped for a non-finite loss is not saved: the next one that is not skipped is."""
         if not self.saved_this_session or self.trainer.step >= self.saved_step + self.every:
             loss = float(loss)  # a step's loss is read only when saved
-            if not math.isfinite(loss):
-                raise DivergedError(f"The loss of step {self.trainer.step} is {loss}")
-            self.save_latest("checkpoint", loss=loss)
+            if math.isfinite(loss):
+                self.save_latest("checkpoint", loss=loss)
 
     def save_latest(self, event=None, **record):
         """Saves the latest state (unless saved at this step already); logs `event` if given."""
@@ -520,6 +599,8 @@ class _Saver:
         parts = {name: part for name, part in self.parts.items() if name in held or name not in self.OPTIONAL}
         check_weights_match(self.trainer.model, path, self.run.path("config.json"))
         tf.train.Checkpoint(**parts).restore(path).assert_existing_objects_matched()
+        if "best_score" not in held and math.isfinite(self.best_loss.numpy()):  # an earlier version's run
+            self.best_score.assign(-self.best_loss.numpy())  # was kept by its loss
         self.saved_step = self.trainer.step
         self.trainer.history = _history_at(self.run, self.history.numpy().decode("utf-8"), int(self.trainer.epoch))
         self.run.write_json("history.json", self.trainer.history)
@@ -542,15 +623,20 @@ def _history_at(run, saved, epoch):
     return {k: v[: epoch - 1] if isinstance(v, list) else v for k, v in history.items()}
 
 
-def _finish(run, config, trainer, tokenizers, echo):
-    """Restores the best weights, exports them, and writes the summary."""
+def _finish(run, config, trainer, tokenizers, echo, validator=None, checks=None):
+    """Restores the best weights (or their average with the last checkpoints', if it validates
+    better), exports them in float32, and writes the summary."""
     best = [p for _, p in run.checkpoint_files() if os.path.dirname(p) == run.path("best")]
     problem = damage_of(best[0]) if best else None
     if problem:
         echo(f"{best[0]} does not read back ({problem}); exporting the last weights instead")
     elif best:
         restore_weights(trainer.model, best[0])
-    translator = Translator(trainer.model, *tokenizers, config.decode, config=config.to_dict())
+    averaged = None
+    if config.validation.average_checkpoints and validator is not None:
+        averaged = _average(run, config.validation, trainer.model, validator, echo)
+    model = _float32_model(trainer.model, config, tokenizers)
+    translator = Translator(model, *tokenizers, config.decode, config=config.to_dict())
     try:
         path = export(translator, run.path("export"))
     except files.WriteError as error:
@@ -562,12 +648,64 @@ def _finish(run, config, trainer, tokenizers, echo):
         "export": path,
         "steps": trainer.step,
         "epochs": len(history.get("loss", [])),
-        "best_val_loss": min(history.get("val_loss", [float("nan")])),
+        "best_val_loss": min(history.get("val_loss", [float(checks.saver.best_loss.numpy()) if checks else math.nan])),
         "padding_fraction": round(history["padding_fraction"][-1], 4) if history.get("loss") else None,
         "seconds": round(history["seconds"], 1),
+        "nonfinite_steps": trainer.nonfinite_steps,
     }
+    if checks is not None:
+        summary.update(best_by=config.validation.best_by, early_stopped=trainer.stop_training)
+        if config.validation.best_by == "bleu":
+            summary["best_val_bleu"] = float(checks.saver.best_score.numpy())
+    if averaged is not None:
+        summary["averaged"] = averaged
     run.write_json("summary.json", summary)
     return summary
+
+
+def _average(run, config, model, validator, echo):
+    """Averages the last `config.average_checkpoints` checkpoints' weights; keeps the average in
+    `model` (and in `RUN/averaged/`) if it validates better than the weights `model` holds, else
+    puts those back. Returns what it did, for the summary."""
+    paths = [p for _, p in run.checkpoint_files() if os.path.dirname(p) == run.path("checkpoints")]
+    paths = paths[: config.average_checkpoints]
+    held = [v.numpy() for v in model.variables]
+    before = validator()
+    average_weights(model, paths)
+    after = validator()
+    better = config.better(after, score_of(before, config.best_by))
+    steps = [int(_step_of(p)) for p in paths]
+    what = {"steps": steps, "exported": better, **{f"{k}_average": v for k, v in after.items()},
+            **{f"{k}_best": v for k, v in before.items()}}
+    name = "BLEU" if config.best_by == "bleu" else "loss"
+    scores = f"{name} {_score_text(after, config.best_by)} against {_score_text(before, config.best_by)}"
+    if better:
+        weights_checkpoint(model).write(run.path("averaged", "ckpt"))
+        echo(f"the average of the checkpoints of steps {steps} validates better ({scores}): it is exported "
+             f"(and kept in {run.path('averaged')})")
+    else:
+        for variable, value in zip(model.variables, held):
+            variable.assign(value)
+        echo(f"the average of the checkpoints of steps {steps} does not validate better ({scores}): the best "
+             f"checkpoint is exported")
+    run.log(event="average", **what)
+    return what
+
+
+def _score_text(logs, best_by):
+    return f"{logs['val_bleu']:.2f}" if best_by == "bleu" else f"{logs['val_loss']:.4f}"
+
+
+def _float32_model(model, config, tokenizers):
+    """`model` itself if it computes in float32, else a float32 model holding its weights (an export
+    of a mixed-precision run serves in float32)."""
+    if model.compute_dtype == "float32":
+        return model
+    with precision_scope("float32"):
+        twin = ensure_built(make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size))
+    for mine, theirs in zip(twin.variables, model.variables):
+        mine.assign(theirs)
+    return twin
 
 
 def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_unknown=False, tokenizer_ops="core"):

@@ -8,6 +8,11 @@ With `accel=False` the step is the reference tier: the model's own `call`, `tfat
 and autodiff. With `accel=True` the forward pass and the loss are those of `tfattn.accel` (written-out
 loops and gradients); the losses and gradients are the same within float32 rounding (a test trains
 20 steps both ways). `accel=None`, the default, follows `tfattn.config`'s switch.
+
+`train_update` is the step itself, shared by `make_train_step` (tfattn's loop) and
+`tfattn.Seq2Seq.train_step` (Keras' `model.fit`). An update whose loss (or, without loss scaling,
+whose gradient) is not finite is skipped: the weights and the optimizer stay as they were, and the
+step's `finite` output is `False` for the loop to count.
 """
 
 import keras
@@ -18,6 +23,8 @@ from tfattn.accel import seq2seq as fast
 from tfattn.accel.optimizer import FusedAdam
 from tfattn.config import resolve_accel
 from tfattn.model import ensure_built, masked_accuracy, masked_loss
+from tfattn.training import precision as precisions
+from tfattn.training.schedules import learning_rate
 
 BATCH_SIGNATURE = (
     tf.TensorSpec([None, None], tf.int32, name="source"),  # (batch, t_in)
@@ -26,13 +33,13 @@ BATCH_SIGNATURE = (
 
 
 def make_optimizer(config, accel=None):
-    """Adam with `config.learning_rate` (a cosine decay over `config.decay_steps` if set; under
-    `decay_to_budget` the trainer sets the rate at each step): Keras's own, or with `accel`,
-    `FusedAdam` (the same update in one TensorFlow kernel per variable)."""
-    rate = config.learning_rate
-    if config.decay_steps and not config.decay_to_budget:
-        rate = keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=0.01)
-    return FusedAdam(learning_rate=rate) if resolve_accel(accel) else keras.optimizers.Adam(learning_rate=rate)
+    """Adam at the learning rate of `config` (`tfattn.training.schedules.learning_rate`: a warm-up,
+    then constant, cosine or inverse square root; under `decay_to_budget` the trainer sets the rate
+    at each step): Keras's own, or with `accel`, `FusedAdam` (the same update in one TensorFlow
+    kernel per variable); in Keras' `LossScaleOptimizer` when `config.precision` is `"mixed_float16"`."""
+    rate = learning_rate(config)
+    adam = FusedAdam(learning_rate=rate) if resolve_accel(accel) else keras.optimizers.Adam(learning_rate=rate)
+    return precisions.with_loss_scaling(adam, getattr(config, "precision", "float32"))
 
 
 def build(model, optimizer=None):
@@ -53,33 +60,62 @@ def forward_and_loss(model, source, target, training, accel=None):
 
 
 def make_train_step(model, optimizer, clip_norm=5.0, accel=None):
-    """Returns `train_step(source, target) -> {"loss", "accuracy", "tokens", "grad_norm"}`.
+    """Returns `train_step(source, target) -> {"loss", "accuracy", "tokens", "grad_norm", "finite"}`.
 
     Args:
         model: a `Seq2Seq` model.
-        optimizer: a Keras optimizer.
-        clip_norm: float. Gradients are clipped to this global norm.
+        optimizer: a Keras optimizer (in a `LossScaleOptimizer` for a `"mixed_float16"` model).
+        clip_norm: float or None. Gradients are clipped to this global norm (None: not clipped).
         accel: bool or None. Run the fast tier (`tfattn.accel`) rather than the reference.
             Defaults to `None`: `tfattn.config.accel_enabled()` when the step is made. A model the
             fast tier has no code for runs the reference tier (`tfattn.config.resolve_accel`).
     """
     accel = resolve_accel(accel, model)
     build(model, optimizer)
-    variables = model.trainable_variables
 
     @tf.function(input_signature=BATCH_SIGNATURE)
     def train_step(source, target):
-        # 1. Forward pass and loss, recorded; 2. gradients, clipped; 3. the update.
-        with tf.GradientTape() as tape:
-            logits, loss = forward_and_loss(model, source, target, training=True, accel=accel)
-        # An embedding's gradient arrives as row slices, one per token occurrence; made dense, a token
-        # seen twice in the batch gets one summed row, which is the gradient Adam is defined on.
-        grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
-        grads, grad_norm = tf.clip_by_global_norm(grads, clip_norm)
-        optimizer.apply_gradients(zip(grads, variables))
-        return _metrics(target, logits, loss, accel, grad_norm=grad_norm)
+        return train_update(model, optimizer, source, target, clip_norm, accel)
 
     return train_step
+
+
+def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
+    """One teacher-forced update of `model` on a batch (call it inside a `tf.function`).
+
+    1. The forward pass and the float32 loss, recorded (the loss scaled by a `LossScaleOptimizer`);
+    2. the gradients, unscaled in the norm and clipped to `clip_norm`; 3. the update, skipped when
+    the loss is not finite, or, without loss scaling, the gradient (a `LossScaleOptimizer` skips
+    a non-finite gradient itself, and lowers its scale).
+
+    Returns:
+        `{"loss", "accuracy", "tokens", "grad_norm", "finite"}`: float32 scalars, the int32 count of
+        target tokens, and a bool scalar that is `False` when the update was skipped.
+    """
+    with tf.GradientTape() as tape:
+        logits, loss = forward_and_loss(model, source, target, training=True, accel=accel)
+        scaled_loss = optimizer.scale_loss(loss)
+    variables = model.trainable_variables  # after the forward pass, which builds a model that was not
+    if not optimizer.built:  # (under Keras' fit), and before the `cond`, where no variable can be made
+        optimizer.build(variables)
+    # An embedding's gradient arrives as row slices, one per token occurrence; made dense, a token
+    # seen twice in the batch gets one summed row, which is the gradient Adam is defined on.
+    grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled_loss, variables)]
+    scale = tf.cast(precisions.loss_scale(optimizer), tf.float32)
+    if clip_norm is None:
+        norm = tf.linalg.global_norm(grads)
+    else:
+        grads, norm = tf.clip_by_global_norm(grads, clip_norm * scale)  # clip_norm on the unscaled gradient
+    finite = tf.math.is_finite(loss)
+    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        finite = finite & tf.math.is_finite(norm)
+
+    def update():
+        optimizer.apply_gradients(list(zip(grads, variables)))
+        return tf.constant(True)
+
+    finite = tf.cond(finite, update, lambda: tf.constant(False))
+    return _metrics(target, logits, loss, accel, grad_norm=norm / scale, finite=finite)
 
 
 def make_eval_step(model, accel=None):

@@ -10,8 +10,9 @@ import time
 import keras
 import tensorflow as tf
 
-from tfattn.config import resolve_accel
 from tfattn.model import ensure_built
+from tfattn.training.precision import check_precision, tier_for
+from tfattn.training.schedules import SCHEDULES
 from tfattn.training.step import make_eval_step, make_optimizer, make_train_step  # noqa: F401 (public here too)
 
 @dataclasses.dataclass
@@ -34,7 +35,20 @@ class TrainConfig:
             `False`, the reference tier (the layers' own calls, autodiff, Keras's Adam). `None`
             follows `tfattn.config`'s switch; a `Trainer` sets it to what that was when it started.
         log_every: steps between reads of loss and accuracy back from the device for the progress
-            line (the sums are kept on the device; each read waits for the steps before it).
+            line and `fit`'s `on_log` (TensorBoard); the sums are kept on the device, and each read
+            waits for the steps before it.
+        warmup_steps: steps of a linear rise of the learning rate from 0 to `learning_rate`.
+        schedule: after the warm-up, `"cosine"` (down to 1% over `decay_steps`; constant without
+            them), `"constant"` or `"inverse_sqrt"` (`tfattn.training.schedules`).
+        precision: `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`: the Keras dtype policy the
+            model was made under (`tfattn.training.precision`); mixed policies train on the
+            reference tier (`precision.tier_for`), float16 with loss scaling.
+        max_nonfinite: a step whose loss is not finite is skipped (no update) and counted; this many
+            in a row stop the run (`DivergedError`), checked every `log_every` steps and at each
+            epoch's end.
+        deterministic: seed everything and turn on TensorFlow's op determinism
+            (`tf.config.experimental.enable_op_determinism`, for the whole process): two runs with one
+            seed give the same losses, at some cost in speed.
     """
 
     learning_rate: float = 1e-3
@@ -47,6 +61,11 @@ class TrainConfig:
     seed: int = 0
     accel: bool | None = None
     log_every: int = 20
+    warmup_steps: int = 0
+    schedule: str = "cosine"
+    precision: str = "float32"
+    max_nonfinite: int = 5
+    deterministic: bool = False
 
     def __post_init__(self):
         if not self.learning_rate > 0:
@@ -57,6 +76,13 @@ class TrainConfig:
             raise ValueError(f"decay_to_budget needs a time_budget. Received: time_budget={self.time_budget!r}")
         if not isinstance(self.log_every, int) or self.log_every < 1:
             raise ValueError(f"log_every must be an int >= 1. Received: log_every={self.log_every!r}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an int >= 0. Received: warmup_steps={self.warmup_steps!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}. Received: schedule={self.schedule!r}")
+        check_precision(self.precision)
+        if not isinstance(self.max_nonfinite, int) or self.max_nonfinite < 1:
+            raise ValueError(f"max_nonfinite must be an int >= 1. Received: max_nonfinite={self.max_nonfinite!r}")
 
 
 def weights_checkpoint(model):
@@ -142,13 +168,15 @@ class Progress:
 class Trainer:
     """Trains a model with teacher forcing and keeps what a checkpoint must hold to resume.
 
-    The optimizer's `iterations` is the global step; `epoch` (1-based, the epoch in progress) and
-    `position` (batches of that epoch already trained) say where in the data to continue, and
-    `epoch_sums` what the epoch's batches so far added up to, so that `checkpoint()` restores a run
-    to the batch where it stopped and its epoch still reports the loss of all its batches.
+    The optimizer's `iterations` is the global step (the updates made: a skipped step does not
+    count); `epoch` (1-based, the epoch in progress) and `position` (batches of that epoch already
+    trained) say where in the data to continue, and `epoch_sums` what the epoch's batches so far
+    added up to, so that `checkpoint()` restores a run to the batch where it stopped and its epoch
+    still reports the loss of all its batches. `nonfinite` counts the steps skipped for a loss that
+    was not finite: in all, in the current row, and the longest row since the last check.
 
     Args:
-        model: a `Seq2Seq` model.
+        model: a `Seq2Seq` model, made under `config.precision` (`tfattn.training.precision.precision_scope`).
         config: `TrainConfig`; defaults to `TrainConfig()`.
         quiet: bool. No progress output.
 
@@ -161,8 +189,12 @@ class Trainer:
     def __init__(self, model, config=None, quiet=False):
         self.model = model
         config = config or TrainConfig()
-        self.config = dataclasses.replace(config, accel=resolve_accel(config.accel, model))  # fixed for the run
+        _check_policy(model, config.precision)
+        accel = tier_for(config.precision, config.accel, model)
+        self.config = dataclasses.replace(config, accel=accel)  # fixed for the run
         keras.utils.set_random_seed(self.config.seed)
+        if self.config.deterministic:
+            tf.config.experimental.enable_op_determinism()
         self.optimizer = make_optimizer(self.config, self.config.accel)
         self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm, self.config.accel)
         self.eval_step = make_eval_step(model, self.config.accel)
@@ -170,8 +202,13 @@ class Trainer:
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="position")
         # The epoch so far: loss * tokens, accuracy * tokens, tokens, label positions, seconds.
         self.epoch_sums = tf.Variable(tf.zeros([5]), trainable=False, name="epoch_sums")
+        # Steps skipped for a non-finite loss: in all, in the current row, the longest row since the last check.
+        self.nonfinite = tf.Variable(tf.zeros([3], tf.int64), trainable=False, name="nonfinite")
+        # Since the last `on_log`: the epoch sums' five, the gradient norms' sum, updates, skipped steps.
+        self._interval = tf.Variable(tf.zeros([8]), trainable=False, name="interval")
         self.progress = Progress(quiet)
         self.history = {}
+        self.stop_training = False  # set by a callback (early stopping): the run ends after this step
         self._clock = None  # during `fit`: (its start, the seconds of the calls before)
 
     @property
@@ -186,47 +223,62 @@ class Trainer:
         start, before = self._clock
         return before + time.perf_counter() - start
 
+    @property
+    def nonfinite_steps(self):
+        """The steps skipped so far because their loss was not finite."""
+        return int(self.nonfinite[0])
+
     def checkpoint(self, **extra):
         """A `tf.train.Checkpoint` of the training state (`state()`) and `extra`."""
         return tf.train.Checkpoint(**self.state(), **extra)
 
     def state(self):
         """What a checkpoint holds to resume: the weights (under `weights`, as in
-        `weights_checkpoint`, so that either can restore them), optimizer, epoch, position, epoch sums."""
+        `weights_checkpoint`, so that either can restore them), optimizer, epoch, position, epoch
+        sums and the count of skipped steps."""
         return {"weights": list(self.model.variables), "optimizer": self.optimizer, "epoch": self.epoch,
-                "position": self.position, "epoch_sums": self.epoch_sums}
+                "position": self.position, "epoch_sums": self.epoch_sums, "nonfinite": self.nonfinite}
 
-    def fit(self, dataset, validation=None, callbacks=(), on_step=None):
+    def fit(self, dataset, validation=None, callbacks=(), on_step=None, on_log=None):
         """Runs epochs `epoch..config.epochs` (or until the time budget); returns the history.
 
         Args:
             dataset: a `tf.data.Dataset` of `(source, target)` int32 batches, or a function
                 `epoch -> Dataset` (a resumed run needs each epoch's batches in the same order).
-            validation: optional dataset; adds `val_loss` and `val_accuracy` to each epoch's logs.
+            validation: optional dataset, which adds `val_loss` and `val_accuracy` to each epoch's
+                logs, or a function `trainer -> logs` run at each epoch's end (a
+                `tfattn.training.validation.Validator`: BLEU and chrF too).
             callbacks: callables `f(epoch, logs)` run after each epoch (validation included).
             on_step: optional callable `f(trainer, logs)` run after each step.
+            on_log: optional callable `f(trainer, logs)` run every `config.log_every` steps and at
+                each epoch's end, with the means since the last call (`interval_logs`), e.g. to
+                write TensorBoard scalars.
 
         Returns:
             `{"loss": [...], "accuracy": [...], "padding_fraction": [...], ("val_loss",
-            "val_accuracy"), "tokens_per_s": [...], "seconds": float}`: `self.history`, to which
-            each call appends one entry per epoch it runs (an epoch cut by the time budget and
-            finished by a later call has two, the second over all its batches) and adds its
-            seconds; `padding_fraction` is the share of padding among the label positions.
+            "val_accuracy"), "tokens_per_s": [...], "seconds": float}`:
+            `self.history`, to which each call appends one entry per epoch it runs (an epoch cut
+            by the time budget and finished by a later call has two, the second over all its
+            batches) and adds its seconds; `padding_fraction` is the share of padding among the
+            label positions. Skipped steps are left out of the sums.
 
         Raises:
-            DivergedError: an epoch's training loss is not finite; raised before its validation
-                and callbacks, so that nothing saves its state.
+            DivergedError: an epoch's training loss is not finite, or `config.max_nonfinite`
+                steps in a row were skipped; raised before the epoch's validation and callbacks,
+                so that nothing saves its state.
         """
         start = time.perf_counter()
         self._clock = (start, self.history.get("seconds", 0.0))
+        self.stop_training = False
         while int(self.epoch) <= self.config.epochs:
             epoch = int(self.epoch)
             data = dataset(epoch) if callable(dataset) else dataset
-            logs, tokens_per_s, finished = self._run_epoch(data, start, on_step)
-            if not math.isfinite(logs["loss"]):  # before anything reads or saves this epoch
+            logs, tokens_per_s, finished = self._run_epoch(data, start, on_step, on_log)
+            if not math.isfinite(logs["loss"]) and int(self.epoch_sums[2]):  # before anything reads or saves this epoch
                 raise DivergedError(f"The training loss of epoch {epoch} is {logs['loss']} at step {self.step}")
             if validation is not None:
-                logs.update({f"val_{k}": v for k, v in evaluate_loss(self.eval_step, validation).items()})
+                logs.update(validation(self) if callable(validation) else
+                            {f"val_{k}": v for k, v in evaluate_loss(self.eval_step, validation).items()})
             for key, value in {**logs, "tokens_per_s": tokens_per_s}.items():
                 self.history.setdefault(key, []).append(value)
             self.progress.end_epoch(epoch, logs, tokens_per_s)
@@ -235,18 +287,18 @@ class Trainer:
                 self.position.assign(0)
             for callback in callbacks:
                 callback(epoch, logs)
-            if not finished or _out_of_time(self.config, start):
+            if not finished or self.stop_training or _out_of_time(self.config, start):
                 break
         self.history["seconds"], self._clock = self.seconds, None
         return self.history
 
-    def _run_epoch(self, dataset, start, on_step):
+    def _run_epoch(self, dataset, start, on_step, on_log):
         """Trains from `position` to the end of the epoch; returns `(logs, tokens_per_s, finished)`.
 
         Loss and accuracy are summed on the device in `epoch_sums`, weighted by target tokens, and
-        read back every `config.log_every` steps (for the progress line) and at the end of the epoch.
-        A run resumed at the end of an epoch (saved after its last batch) trains no batch here and
-        reports the restored sums.
+        read back every `config.log_every` steps (for the progress line, `on_log` and the count of
+        skipped steps) and at the end of the epoch. A run resumed at the end of an epoch (saved
+        after its last batch) trains no batch here and reports the restored sums.
         """
         epoch, finished, step0, tick = int(self.epoch), True, self.step, time.perf_counter()
         if int(self.position) == 0:
@@ -259,32 +311,96 @@ class Trainer:
                     self.config, time.perf_counter() - start, step0 + i - 1)
             out = self.train_step(source, target)
             self.position.assign_add(1)
-            tokens = tf.cast(out["tokens"], tf.float32)
             slots = target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
             now = time.perf_counter()
             seconds, tick = now - tick, now
-            self.epoch_sums.assign_add(tf.stack([out["loss"] * tokens, out["accuracy"] * tokens, tokens,
-                                                 float(slots), seconds]))
+            _account(self, out, float(slots), seconds)
             if i % self.config.log_every == 0:
                 self.progress.update(epoch, int(self.position), *_averages(self.epoch_sums))
+                self._check_and_log(on_log)
             if on_step is not None:
-                on_step(self, {"step_loss": out["loss"]})
-            if _out_of_time(self.config, start):
+                on_step(self, {"step_loss": out["loss"], "finite": out["finite"]})
+            if self.stop_training or _out_of_time(self.config, start):
                 finished = False
                 break
+        self._check_and_log(on_log)
         logs, tokens_per_s = _averages(self.epoch_sums)
         return logs, tokens_per_s, finished
+
+    def _check_and_log(self, on_log):
+        """Stops the run if `config.max_nonfinite` steps in a row were skipped; calls `on_log` with
+        the means since its last call, if there were steps since."""
+        total, row, longest = self.nonfinite.numpy().tolist()
+        if longest >= self.config.max_nonfinite:
+            raise DivergedError(f"{longest} training steps in a row had a non-finite loss (NaN or infinity; "
+                                f"--max-nonfinite {self.config.max_nonfinite}), the last one after step {self.step}")
+        self.nonfinite.assign([total, row, row])
+        if on_log is not None and float(self._interval[4]) > 0:
+            on_log(self, self.interval_logs())
+        self._interval.assign(tf.zeros([8]))
+
+    def interval_logs(self):
+        """The means since the last `on_log`: `loss`, `accuracy` (over the updates made),
+        `padding_fraction`, `tokens_per_s`, `grad_norm`, `learning_rate`, `nonfinite_steps`
+        (skipped since then) and, with loss scaling, `loss_scale`."""
+        loss, accuracy, tokens, slots, seconds, norms, updates, skipped = self._interval.numpy().tolist()
+        logs = {"loss": loss / tokens if tokens else math.nan, "accuracy": accuracy / tokens if tokens else math.nan,
+                "padding_fraction": 1.0 - tokens / slots if slots else 0.0, "tokens_per_s": tokens / max(seconds, 1e-9),
+                "grad_norm": norms / updates if updates else math.nan,
+                "learning_rate": float(keras.ops.convert_to_numpy(self.optimizer.learning_rate)),
+                "nonfinite_steps": skipped}
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            logs["loss_scale"] = float(self.optimizer.dynamic_scale.numpy())
+        return logs
+
+
+@tf.function
+def _sums(out, slots, seconds):
+    """A step's shares of `Trainer.epoch_sums` and of its interval sums, and whether it was an update."""
+    ok = out["finite"] & tf.math.is_finite(out["loss"])
+    tokens = tf.cast(out["tokens"], tf.float32)
+    kept = tf.where(ok, tf.stack([out["loss"] * tokens, out["accuracy"] * tokens, tokens, slots]), 0.0)
+    epoch = tf.concat([kept, [seconds]], axis=0)
+    norm = tf.where(ok, out["grad_norm"], 0.0)
+    interval = tf.concat([epoch, [norm, tf.cast(ok, tf.float32), 1.0 - tf.cast(ok, tf.float32)]], axis=0)
+    return epoch, interval, ok
+
+
+def _account(trainer, out, slots, seconds):
+    """Adds a step to the trainer's device-side sums and counts of skipped steps (no read back)."""
+    epoch, interval, ok = _sums(out, tf.constant(slots), tf.constant(seconds, tf.float32))
+    trainer.epoch_sums.assign_add(epoch)
+    trainer._interval.assign_add(interval)
+    trainer.nonfinite.assign(_count_nonfinite(trainer.nonfinite, ok))
+
+
+@tf.function
+def _count_nonfinite(counts, ok):
+    total, row, longest = counts[0], counts[1], counts[2]
+    row = tf.where(ok, tf.constant(0, tf.int64), row + 1)
+    return tf.stack([total + 1 - tf.cast(ok, tf.int64), row, tf.maximum(longest, row)])
+
+
+def _check_policy(model, precision):
+    """Refuses a model whose layers compute in another dtype than `precision` asks."""
+    policy = keras.dtype_policies.get(precision)
+    if ensure_built(model).compute_dtype != policy.compute_dtype:
+        raise ValueError(f"The model computes in {model.compute_dtype}, and precision {precision!r} computes in "
+                         f"{policy.compute_dtype}: make the model inside tfattn.training.precision.precision_scope"
+                         f"({precision!r}). Received: precision={precision!r}")
 
 
 def budget_learning_rate(config, elapsed, step=0):
     """The learning rate `elapsed` seconds and `step` steps into a `decay_to_budget` run: a cosine
     from `config.learning_rate` down to 1% of it at `config.time_budget` (or at `config.decay_steps`
-    steps, if set and reached first), then 1%."""
+    steps, if set and reached first), then 1%; during `config.warmup_steps` steps, that times
+    `step / warmup_steps`."""
     fraction = elapsed / config.time_budget
     if config.decay_steps:
         fraction = max(fraction, step / config.decay_steps)
     fraction = min(max(fraction, 0.0), 1.0)
-    return config.learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * fraction)))
+    rate = config.learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * fraction)))
+    return rate * min(step / config.warmup_steps, 1.0) if config.warmup_steps else rate
 
 
 def _averages(sums):
