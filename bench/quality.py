@@ -57,6 +57,9 @@ KINDS = {
     "transformer-relative": dict(TRANSFORMER, positions="relative"),
     "none": dict(attention="none"),
 }
+# Training settings a kind needs beyond the shared recipe: the Transformers warm up (Vaswani et al.,
+# section 5.3) at a lower peak rate.
+TRAINING = {name: dict(learning_rate=1e-3, warmup_steps=1000) for name in ("transformer", "transformer-relative")}
 
 
 def model_config(args):
@@ -77,7 +80,8 @@ def run_config(args):
         source_tokenizer=tokenizer, target_tokenizer=tokenizer,
         model=model_config(args),
         data=DataConfig(batch_size=64),
-        train=TrainConfig(learning_rate=args.learning_rate, decay_steps=steps, epochs=100, time_budget=seconds),
+        train=TrainConfig(**{"learning_rate": args.learning_rate, **TRAINING.get(args.model, {})},
+                          decay_steps=steps, epochs=100, time_budget=seconds),
         decode=DecodeConfig(max_length=40, ratio=2.0, extra=10),
         checkpoint_every=2000,
     )
@@ -125,7 +129,8 @@ def main():
         "padding_fraction": summary["padding_fraction"], "train_seconds": summary["seconds"],
         "peak_rss_mb_training": round(peak_mb), "n_test": len(test),
         "greedy": score(summary["export"], test, 1), "beam4": score(summary["export"], test, 4),
-        "config": {"learning_rate": args.learning_rate, "dropout": args.dropout, "vocab_size": args.vocab_size},
+        "config": {"learning_rate": config.train.learning_rate, "warmup_steps": config.train.warmup_steps,
+                   "dropout": args.dropout, "vocab_size": args.vocab_size},
         "run": os.path.join(out, "run"),
     }
     print(json.dumps(result, ensure_ascii=False))
