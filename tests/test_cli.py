@@ -185,10 +185,13 @@ def test_the_smallest_accepted_values_reach_the_config(tmp_path):
     from tfattn.cli import build_parser, run_config
 
     flags = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"), "--vocab-size", "5",
-             "--max-length", "3", "--batch-size", "1", "--units", "1", "--max-pairs", "1", "--time-budget", "1m30s"]
+             "--max-length", "3", "--batch-size", "1", "--units", "2", "--max-pairs", "1", "--time-budget", "1m30s"]
     config = run_config(build_parser().parse_args(flags))
     assert (config.source_tokenizer.max_tokens, config.source_tokenizer.max_length) == (5, 3)
-    assert (config.data.batch_size, config.model.units, config.corpus.max_pairs) == (1, 1, 1)
+    assert (config.data.batch_size, config.model.units, config.corpus.max_pairs) == (1, 2, 1)
+    # One unit cannot be split between the two directions of the (default) bidirectional encoder.
+    with pytest.raises(ValueError, match="even units. Received: units=1"):
+        run_config(build_parser().parse_args([*flags[:-6], "--units", "1", *flags[-4:]]))
     assert (config.train.time_budget, config.train.epochs) == (90.0, 10)  # no --epochs: TrainConfig's 10
     assert build_parser().parse_args(["translate", "--model", "m", "--beam", "0"]).beam == 0
 

@@ -440,7 +440,7 @@ def test_export_of_the_latest_state_takes_best_when_it_is_newer(small_run, tmp_p
         os.remove(path)  # as when the epoch-end save of step 144 failed after best/ was saved
     used = []
     monkeypatch.setattr(runs, "restore_weights", lambda model, path: used.append(path))
-    monkeypatch.setattr(runs, "export", lambda translator, out: out)
+    monkeypatch.setattr(runs, "export", lambda translator, out, **options: out)
     runs.export_run(run, str(tmp_path / "e"), checkpoint="latest", echo=used.append)
     runs.export_run(run, str(tmp_path / "e"), checkpoint="best", echo=used.append)
     best = os.path.join(run, "best", "ckpt-144")
