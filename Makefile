@@ -56,7 +56,7 @@ test-colab:
 	$(COLAB_VENV)/bin/pip install -q --progress-bar off ".[all]" -c $(COLAB_PINS)
 	$(COLAB_VENV)/bin/pip check
 	$(COLAB_VENV)/bin/pip list --format=freeze | grep -iE '^(tensorflow|tensorflow-text|keras|numpy|protobuf)=='
-	$(COLAB_VENV)/bin/python -m pytest -q -ra -n 2 -m "not slow" --durations=10
+	$(COLAB_VENV)/bin/python -m pytest -q -ra -n 2 -m "not slow and not long" --durations=10
 
 # Benchmarks print one JSON object each. quality.py trains for 15 minutes per model;
 # decode.py needs a spa-eng run: make bench-decode RUN=/path/to/run

@@ -76,6 +76,7 @@ def test_threads_after_tensorflow_started_is_a_clear_error():
         set_threads((2, 1))
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_demo_trains_exports_reloads_and_reports(tmp_path):
     result = tfattn("demo", "--n-train", "1500", "--n-test", "40", "--epochs", "1", "--out-dir",
                     str(tmp_path), "--quiet", "--attention", "bahdanau")

@@ -53,6 +53,7 @@ def test_evaluate_reports_the_token_weighted_mean_of_tfattns_eval_step(dates_dat
     assert got["loss"] == pytest.approx(np.log(model.decoder.vocab_size), rel=0.2)  # untrained: about ln(vocab)
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_keras_callbacks_run_on_the_model(dates_data, tmp_path):
     data = dates_batches(dates_data, n=32)
     model = new_model(dates_data)

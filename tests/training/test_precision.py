@@ -77,6 +77,7 @@ def test_an_unknown_precision_is_refused():
         TrainConfig(precision="float16")
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 @pytest.mark.parametrize("precision", ["mixed_float16"])
 def test_the_export_of_a_mixed_precision_run_serves_in_float32(tmp_path, capsys, precision):
     write_anki(tmp_path / "d.txt", 120)

@@ -128,6 +128,8 @@ def test_a_second_training_on_the_same_out_is_refused(tmp_path):
 
 # -- kills -------------------------------------------------------------------------------------------
 
+
+@pytest.mark.long  # minutes of runs: make test-long
 def test_a_kill_after_two_epochs_loses_no_epoch(tmp_path):
     write_anki(tmp_path / "d.txt", 600)  # 576 training pairs in batches of 8: 72 steps an epoch
     run = str(tmp_path / "run")
@@ -157,6 +159,7 @@ def epoch_and_position(prefix):
     return tuple(int(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE")) for name in ("epoch", "position"))
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_a_step_save_on_an_epoch_s_last_batch_resumes_into_the_next_epoch(tmp_path, capsys):
     """72 batches an epoch and --checkpoint-every 71: the save of step 72 falls on the epoch's last
     batch, before its validation, and is not saved again at the epoch's end; best/ holds step 72
@@ -349,6 +352,7 @@ def train_until_the_fault(tmp_path, run, fault):
     return error_line(err)
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_a_full_disk_stops_with_one_line_and_no_litter(tmp_path):
     with tmpfs(tmp_path / "disk", "8M") as disk:  # a run and its export fit in 5 MB
         run = str(disk / "run")
@@ -362,6 +366,7 @@ def test_a_full_disk_stops_with_one_line_and_no_litter(tmp_path):
         assert litter(run) == []
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_a_read_only_checkpoints_directory_stops_with_error_line(tmp_path):
     run = str(tmp_path / "run")
     line = train_until_the_fault(tmp_path, run, lambda: read_only(os.path.join(run, "checkpoints")))

@@ -54,6 +54,7 @@ def test_load_splits_of_parallel_files(tmp_path):
     assert parts["validation"][1] == ("en val 1", "de val 1")
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_sigkill_mid_epoch_then_resume(tmp_path):
     write_anki(tmp_path / "d.txt", 3000)  # 2,880 training pairs: 360 batches of 8 per epoch
     run = str(tmp_path / "run")

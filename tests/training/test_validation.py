@@ -108,6 +108,7 @@ def test_early_stopping_after_k_validations_without_a_better_loss(tmp_path, caps
     assert os.path.isfile(os.path.join(run, "export", "saved_model.pb"))
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_the_best_checkpoint_by_bleu_is_the_validation_with_the_highest_bleu(tmp_path, capsys):
     run, summary, _ = train(tmp_path, capsys, "--epochs", "1", "--learning-rate", "0.01", "--validate-every", "3",
                             "--best-by", "bleu", "--bleu-sample", "6", "--max-pairs", "96")
@@ -118,6 +119,7 @@ def test_the_best_checkpoint_by_bleu_is_the_validation_with_the_highest_bleu(tmp
     assert tf.train.latest_checkpoint(os.path.join(run, "best")).endswith(f"ckpt-{best['step']}")
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_average_checkpoints_scores_the_mean_of_the_last_k_and_says_which_is_exported(tmp_path, capsys):
     run, summary, err = train(tmp_path, capsys, "--epochs", "1", "--learning-rate", "0.01", "--checkpoint-every",
                               "3", "--average-checkpoints", "3", "--bleu-sample", "4")
