@@ -165,6 +165,7 @@ sys.exit(cli.main())
 """
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 @pytest.mark.parametrize("where, then", [("written", "export"), ("mid-swap", "export"), ("mid-swap", "translate")])
 def test_what_a_killed_export_leaves_is_finished_or_removed(project, tmp_path, capsys, where, then):
     run, proj = project

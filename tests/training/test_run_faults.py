@@ -105,6 +105,7 @@ def test_a_run_directory_that_cannot_be_written_is_one_line(tmp_path, capsys):
                                                       f"{reason}; ")
 
 
+@pytest.mark.long  # minutes of runs: make test-long
 def test_a_second_training_on_the_same_out_is_refused(tmp_path):
     write_anki(tmp_path / "d.txt", 600)
     run = str(tmp_path / "run")

@@ -218,6 +218,7 @@ def test_evaluate_translate_export_and_plot(small_run, tmp_path, capsys):
     (("multi30k-en-de",), ["--format", "parallel", "--source-lang", "en", "--target-lang", "de",
                            "--splits", "train,val,test_2016_flickr"]),
 ])
+@pytest.mark.long  # minutes of runs: make test-long
 def test_train_then_evaluate_on_real_corpora(corpus, flags, tmp_path, capsys):
     path = str(shared_data(*corpus))
     run = str(tmp_path / "run")
