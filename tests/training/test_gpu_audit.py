@@ -335,17 +335,19 @@ class _Reads:
 
 def reads_per_epoch(monkeypatch, make_on_step=lambda trainer: None):
     """Host reads during each of three epochs of 4, 6 and 8 steps, with `log_every=4`, and
-    `make_on_step(trainer)`'s function after each step."""
+    `make_on_step(trainer)`'s function after each step. A first epoch of 4 steps takes the reads made
+    once per `fit` (the global step where it starts)."""
     keras.utils.set_random_seed(0)
     model = tfattn.make_model(ModelConfig(**TINY), VOCAB, VOCAB)
     rows = np.array([[1, 5, 6, 2], [1, 7, 2, 0]], "int32")
-    trainer = Trainer(model, TrainConfig(epochs=3, log_every=4), quiet=True)
+    trainer = Trainer(model, TrainConfig(epochs=4, log_every=4), quiet=True)
     trainer.train_step(rows, rows)  # traced before counting
     on_step = make_on_step(trainer)
     reads, counts = _Reads(monkeypatch), []
-    epochs = lambda epoch: tf.data.Dataset.from_tensors((rows, rows)).repeat(2 + 2 * epoch)  # noqa: E731
+    steps = {1: 4, 2: 4, 3: 6, 4: 8}
+    epochs = lambda epoch: tf.data.Dataset.from_tensors((rows, rows)).repeat(steps[epoch])  # noqa: E731
     trainer.fit(epochs, callbacks=[lambda epoch, logs: counts.append(reads.count)], on_step=on_step)
-    return np.diff([0, *counts]).tolist()
+    return np.diff(counts).tolist()
 
 
 def test_the_training_loop_reads_from_the_device_every_log_every_steps_only(monkeypatch):
@@ -357,19 +359,25 @@ def test_the_training_loop_reads_from_the_device_every_log_every_steps_only(monk
     assert eight == six + 3
 
 
-@pytest.mark.xfail(strict=True, reason="tfattn/training/runs.py: _Saver.after_step reads trainer.step "
-                   "(optimizer.iterations.numpy()) at every step to decide whether a save is due")
 def test_the_command_line_loop_reads_from_the_device_every_log_every_steps_only(monkeypatch, tmp_path):
-    """`tfattn train`'s loop adds `_Saver.after_step` after each step (`runs._train`'s `on_step`)."""
+    """`tfattn train`'s loop adds `_Saver.after_step` and `_Validations.after_step` after each step
+    (`runs._train`'s `on_step`), which decide whether a save or a validation is due."""
     from tfattn.training import runs
+    from tfattn.training.validation import ValidationConfig
 
     class Run:
         path = staticmethod(lambda name: str(tmp_path / name))
 
     def make_on_step(trainer):
         saver = runs._Saver(Run(), trainer, every=1000)
-        saver.saved_step, saver.saved_this_session = trainer.step, True  # no save is due in the test
-        return lambda trainer, logs: saver.after_step(logs["step_loss"])  # as `runs._train` has it
+        saver.saved_this_session = True  # no save is due in the test (every 1000 steps)
+        checks = runs._Validations(Run(), ValidationConfig(every=1000), trainer, saver, None, None, print)
+
+        def on_step(trainer, logs):  # as `runs._train` has it
+            saver.after_step(logs["step_loss"])
+            checks.after_step()
+
+        return on_step
 
     four, six, _ = reads_per_epoch(monkeypatch, make_on_step)
     assert six == four

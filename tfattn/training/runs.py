@@ -409,9 +409,10 @@ def _datasets(config, parts, tokenizers, echo):
 
     def train(epoch):  # a fixed order per epoch, so that a resumed run sees the same batches
         epoch_config = dataclasses.replace(config.data, seed=config.data.seed + epoch)
-        return batch_rows(rows["train"], epoch_config)
+        return batch_rows(rows["train"], epoch_config, max_lengths=limits)
 
-    return {"train": train, "validation": batch_rows(rows["validation"], config.data, shuffle=False),
+    limits = tuple(tokenizer.max_length for tokenizer in tokenizers)
+    return {"train": train, "validation": batch_rows(rows["validation"], config.data, shuffle=False, max_lengths=limits),
             "validation_pairs": parts["validation"]}
 
 
@@ -496,16 +497,16 @@ class _Validations:
     def __init__(self, run, config, trainer, saver, validator, board, echo):
         self.run, self.config, self.trainer, self.saver = run, config, trainer, saver
         self.validator, self.board, self.echo = validator, board, echo
-        self.validated_step = None
+        self.validated_at = None  # `trainer.steps_taken` at the last validation
 
     def after_step(self):
-        step = self.trainer.step
-        if self.config.every and step % self.config.every == 0 and step != self.validated_step and step:
+        taken = self.trainer.steps_taken
+        if self.config.every and taken % self.config.every == 0 and taken != self.validated_at and taken:
             self.record(self.validator(self.trainer))
 
     def record(self, logs):
         step, saver, config = self.trainer.step, self.saver, self.config
-        self.validated_step = step
+        self.validated_at = self.trainer.steps_taken
         if self.board is not None:
             self.board.validation(logs, step, self.validator.last, config.examples)
         if config.every:
@@ -540,6 +541,7 @@ class _Saver:
     def __init__(self, run, trainer, every, validation=None):
         self.run, self.trainer, self.every = run, trainer, every
         self.saved_step, self.saved_this_session = None, False
+        self.saved_at = 0  # `trainer.steps_taken` at the last save
         self.best_loss = tf.Variable(float("inf"), dtype=tf.float64, trainable=False, name="best_val_loss")
         # The best validation's score (`tfattn.training.validation.score_of`) and the validations since.
         self.best_score = tf.Variable(float("-inf"), dtype=tf.float64, trainable=False, name="best_score")
@@ -557,9 +559,10 @@ class _Saver:
 
     def after_step(self, loss):
         """Saves the latest state if it is due: at this session's first step (so that a directory that
-        cannot be written stops the run at once), then `every` steps after the last save. A step
-        skipped for a non-finite loss is not saved: the next one that is not skipped is."""
-        if not self.saved_this_session or self.trainer.step >= self.saved_step + self.every:
+        cannot be written stops the run at once), then `every` steps after the last save, counted
+        on the host (`Trainer.steps_taken`). A step skipped for a non-finite loss is not saved: the
+        next one that is not skipped is."""
+        if not self.saved_this_session or self.trainer.steps_taken >= self.saved_at + self.every:
             loss = float(loss)  # a step's loss is read only when saved
             if math.isfinite(loss):
                 self.save_latest("checkpoint", loss=loss)
@@ -570,6 +573,7 @@ class _Saver:
         if step != self.saved_step:
             self.save(self.latest)
             self.saved_step, self.saved_this_session = step, True
+            self.saved_at = self.trainer.steps_taken
         if event:
             self.run.log(event=event, step=step, epoch=int(self.trainer.epoch),
                          position=int(self.trainer.position), **{k: float(v) for k, v in record.items()})
@@ -601,7 +605,7 @@ class _Saver:
         tf.train.Checkpoint(**parts).restore(path).assert_existing_objects_matched()
         if "best_score" not in held and math.isfinite(self.best_loss.numpy()):  # an earlier version's run
             self.best_score.assign(-self.best_loss.numpy())  # was kept by its loss
-        self.saved_step = self.trainer.step
+        self.saved_step = self.saved_at = self.trainer.step
         self.trainer.history = _history_at(self.run, self.history.numpy().decode("utf-8"), int(self.trainer.epoch))
         self.run.write_json("history.json", self.trainer.history)
         echo(f"resumed from step {self.trainer.step} (epoch {int(self.trainer.epoch)}, batch "

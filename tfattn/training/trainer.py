@@ -49,6 +49,8 @@ class TrainConfig:
         deterministic: seed everything and turn on TensorFlow's op determinism
             (`tf.config.experimental.enable_op_determinism`, for the whole process): two runs with one
             seed give the same losses, at some cost in speed.
+        jit_compile: compile the train step with XLA (`make_train_step`), once per batch shape:
+            pair it with `DataConfig.pad_to_multiple`.
     """
 
     learning_rate: float = 1e-3
@@ -66,6 +68,7 @@ class TrainConfig:
     precision: str = "float32"
     max_nonfinite: int = 5
     deterministic: bool = False
+    jit_compile: bool = False
 
     def __post_init__(self):
         if not self.learning_rate > 0:
@@ -196,7 +199,8 @@ class Trainer:
         if self.config.deterministic:
             tf.config.experimental.enable_op_determinism()
         self.optimizer = make_optimizer(self.config, self.config.accel)
-        self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm, self.config.accel)
+        self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm, self.config.accel,
+                                          self.config.jit_compile)
         self.eval_step = make_eval_step(model, self.config.accel)
         self.epoch = tf.Variable(1, dtype=tf.int64, trainable=False, name="epoch")
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="position")
@@ -210,10 +214,18 @@ class Trainer:
         self.history = {}
         self.stop_training = False  # set by a callback (early stopping): the run ends after this step
         self._clock = None  # during `fit`: (its start, the seconds of the calls before)
+        self._taken = None  # during `fit`: `steps_taken`, counted on the host
 
     @property
     def step(self):
         return int(self.optimizer.iterations.numpy())
+
+    @property
+    def steps_taken(self):
+        """The steps run, updates and skipped steps alike, counted on the host: the global step when
+        `fit` started plus the steps since. Work scheduled per step (saves, validations) reads this
+        rather than `step`, which waits for the device at every read."""
+        return self.step if self._taken is None else self._taken
 
     @property
     def seconds(self):
@@ -269,6 +281,7 @@ class Trainer:
         """
         start = time.perf_counter()
         self._clock = (start, self.history.get("seconds", 0.0))
+        self._taken = self.step
         self.stop_training = False
         while int(self.epoch) <= self.config.epochs:
             epoch = int(self.epoch)
@@ -289,7 +302,7 @@ class Trainer:
                 callback(epoch, logs)
             if not finished or self.stop_training or _out_of_time(self.config, start):
                 break
-        self.history["seconds"], self._clock = self.seconds, None
+        self.history["seconds"], self._clock, self._taken = self.seconds, None, None
         return self.history
 
     def _run_epoch(self, dataset, start, on_step, on_log):
@@ -310,6 +323,7 @@ class Trainer:
                 self.optimizer.learning_rate = budget_learning_rate(
                     self.config, time.perf_counter() - start, step0 + i - 1)
             out = self.train_step(source, target)
+            self._taken += 1
             self.position.assign_add(1)
             slots = target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
             now = time.perf_counter()
