@@ -409,17 +409,19 @@ def run_config(args):
 
 def _with_training_flags(args, config):
     """`config` with the flags of `_add_training_flags` applied: validation, TensorBoard, schedule,
-    precision, non-finite steps, determinism."""
+    precision, non-finite steps, determinism, XLA."""
     from tfattn.training.validation import ValidationConfig
 
     train = dataclasses.replace(config.train, warmup_steps=args.warmup_steps,
                                 schedule=args.schedule.replace("-", "_"), precision=args.precision,
                                 max_nonfinite=args.max_nonfinite, deterministic=args.deterministic,
-                                log_every=args.log_every)
+                                log_every=args.log_every, jit_compile=args.jit_compile)
+    multiple = args.pad_to_multiple or (8 if args.jit_compile else 1)
+    data = dataclasses.replace(config.data, pad_to_multiple=multiple)
     validation = ValidationConfig(every=args.validate_every, sample=args.bleu_sample, best_by=args.best_by,
                                   early_stopping=args.early_stopping, average_checkpoints=args.average_checkpoints)
     tensorboard = None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
-    return dataclasses.replace(config, train=train, validation=validation, tensorboard=tensorboard)
+    return dataclasses.replace(config, train=train, data=data, validation=validation, tensorboard=tensorboard)
 
 
 # -- parsers ---------------------------------------------------------------------------------------
@@ -562,6 +564,11 @@ def _add_training_flags(g):
     g.add_argument("--deterministic", action="store_true",
                    help="TensorFlow's op determinism (tf.config.experimental.enable_op_determinism) with the seed: "
                         "two runs give the same losses; slower")
+    g.add_argument("--jit-compile", action="store_true",
+                   help="compile the train step with XLA, once per batch shape (see --pad-to-multiple)")
+    g.add_argument("--pad-to-multiple", type=positive_int, metavar="N",
+                   help="pad batch lengths up to a multiple of N, so that batches come in few shapes "
+                        "(default: 8 with --jit-compile, else 1)")
     g.add_argument("--tensorboard", metavar="DIR",
                    help="where TensorBoard summaries go: losses, learning rate, gradient norm, tokens/s, "
                         "validation BLEU and chrF, attention images, translations, hparams (default: RUN/tensorboard)")

@@ -35,6 +35,9 @@ class DataConfig:
             coarsely.
         shuffle_buffer: size of the shuffle buffer (0: no shuffling).
         seed: shuffle seed.
+        pad_to_multiple: pad each batch's source and target lengths up to a multiple of this
+            (never beyond the tokenizers' `max_length`), so that batches come in few shapes: XLA
+            (`TrainConfig.jit_compile`) compiles the step once per shape. 1: no extra padding.
     """
 
     batch_size: int = 64
@@ -42,9 +45,10 @@ class DataConfig:
     pool_batches: int = 200
     shuffle_buffer: int = 20000
     seed: int = 0
+    pad_to_multiple: int = 1
 
     def __post_init__(self):
-        for name in ("batch_size", "pool_batches"):
+        for name in ("batch_size", "pool_batches", "pad_to_multiple"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
@@ -67,7 +71,8 @@ def make_dataset(pairs, source_tokenizer, target_tokenizer, config=None, shuffle
         right-padded with 0; targets include `[START]` and `[END]`.
     """
     rows = tokenize_pairs(pairs, source_tokenizer, target_tokenizer)
-    return batch_rows(rows, config, shuffle=shuffle, repeat=repeat)
+    limits = (source_tokenizer.max_length, target_tokenizer.max_length)
+    return batch_rows(rows, config, shuffle=shuffle, repeat=repeat, max_lengths=limits)
 
 
 def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
@@ -103,10 +108,11 @@ def too_long(pairs, source_tokenizer, target_tokenizer):
     return int(over[0].sum()), int(over[1].sum()), int((over[0] | over[1]).sum())
 
 
-def batch_rows(rows, config=None, shuffle=True, repeat=False):
+def batch_rows(rows, config=None, shuffle=True, repeat=False, max_lengths=None):
     """Id rows (from `tokenize_pairs`) -> shuffled, bucketed, padded, prefetched batches.
 
     Without `shuffle` the rows keep their order and are padded in batches as they come.
+    `max_lengths`: `(source, target)` lengths that `config.pad_to_multiple` pads no batch beyond.
     """
     config = config or DataConfig()
     if shuffle and config.shuffle_buffer:
@@ -114,7 +120,20 @@ def batch_rows(rows, config=None, shuffle=True, repeat=False):
     if repeat:
         rows = rows.repeat()
     batches = _bucket(rows, config) if shuffle and config.bucket else _pad(rows, config.batch_size)
+    if config.pad_to_multiple > 1:
+        limits = max_lengths or (None, None)
+        batches = batches.map(lambda source, target: (_round_up(source, config.pad_to_multiple, limits[0]),
+                                                      _round_up(target, config.pad_to_multiple, limits[1])))
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _round_up(batch, multiple, limit=None):
+    """`batch (n, t)` right-padded with 0 to the next multiple of `multiple` columns (at most `limit`)."""
+    length = tf.shape(batch)[1]
+    padded = (length + multiple - 1) // multiple * multiple
+    if limit is not None:
+        padded = tf.maximum(tf.minimum(padded, limit), length)
+    return tf.pad(batch, [[0, 0], [0, padded - length]])
 
 
 def _pad(rows, batch_size):

@@ -342,9 +342,17 @@ def scan(step, inputs, state, zeros):
     `zeros` are one step's `(out, attention)` shapes, zero-filled. Returns `out (batch, t_out, ...)`
     and `attention (batch, t_out, t_in)`, stacked batch first.
     """
-    def body(carry, x):
-        carry = step(x, carry[2])  # (out, attention, state)
-        return carry, carry  # Keras' TensorFlow scan stacks outputs shaped like the carry
+    inputs = ops.moveaxis(inputs, 1, 0)  # (t_out, batch, ...)
+    if keras.backend.backend() == "tensorflow":
+        # `tf.scan` bounds its loop by the number of steps, which XLA needs to compile the
+        # gradient (`jit_compile`); Keras' TensorFlow `ops.scan` leaves the bound unset.
+        import tensorflow as tf
 
-    _, (outs, attentions, _) = ops.scan(body, (*zeros, state), ops.moveaxis(inputs, 1, 0))
+        outs, attentions, _ = tf.scan(lambda carry, x: step(x, carry[2]), inputs, initializer=(*zeros, state))
+    else:
+        def body(carry, x):
+            carry = step(x, carry[2])  # (out, attention, state)
+            return carry, carry
+
+        _, (outs, attentions, _) = ops.scan(body, (*zeros, state), inputs)
     return ops.moveaxis(outs, 0, 1), ops.moveaxis(attentions, 0, 1)  # (batch, t_out, ...)

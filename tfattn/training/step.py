@@ -59,7 +59,7 @@ def forward_and_loss(model, source, target, training, accel=None):
     return logits, masked_loss(target_out, logits)
 
 
-def make_train_step(model, optimizer, clip_norm=5.0, accel=None):
+def make_train_step(model, optimizer, clip_norm=5.0, accel=None, jit_compile=False):
     """Returns `train_step(source, target) -> {"loss", "accuracy", "tokens", "grad_norm", "finite"}`.
 
     Args:
@@ -69,11 +69,16 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=None):
         accel: bool or None. Run the fast tier (`tfattn.accel`) rather than the reference.
             Defaults to `None`: `tfattn.config.accel_enabled()` when the step is made. A model the
             fast tier has no code for runs the reference tier (`tfattn.config.resolve_accel`).
+        jit_compile: bool. Compile the step with XLA. XLA compiles once per batch shape, so the
+            step is traced per shape too (every shape static, as the reference tier's layers need
+            under XLA); pad batches to a multiple of a few tokens (`DataConfig.pad_to_multiple`)
+            to keep the shapes few.
     """
     accel = resolve_accel(accel, model)
     build(model, optimizer)
+    signature = None if jit_compile else BATCH_SIGNATURE
 
-    @tf.function(input_signature=BATCH_SIGNATURE)
+    @tf.function(input_signature=signature, jit_compile=jit_compile)
     def train_step(source, target):
         return train_update(model, optimizer, source, target, clip_norm, accel)
 
