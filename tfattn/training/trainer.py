@@ -324,11 +324,10 @@ class Trainer:
                     self.config, time.perf_counter() - start, step0 + i - 1)
             out = self.train_step(source, target)
             self._taken += 1
-            self.position.assign_add(1)
             slots = target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
             now = time.perf_counter()
             seconds, tick = now - tick, now
-            _account(self, out, float(slots), seconds)
+            self._account(out, tf.constant(slots, tf.float32), tf.constant(seconds, tf.float32))
             if i % self.config.log_every == 0:
                 self.progress.update(epoch, int(self.position), *_averages(self.epoch_sums))
                 self._check_and_log(on_log)
@@ -368,7 +367,19 @@ class Trainer:
         return logs
 
 
-@tf.function
+    @tf.function
+    def _account(self, out, slots, seconds):
+        """Adds a step to the position, the device-side sums and the counts of skipped steps, in one
+        call (no read back)."""
+        epoch, interval, ok = _sums(out, slots, seconds)
+        self.position.assign_add(1)
+        self.epoch_sums.assign_add(epoch)
+        self._interval.assign_add(interval)
+        total, row, longest = tf.unstack(self.nonfinite)
+        row = tf.where(ok, tf.constant(0, tf.int64), row + 1)
+        self.nonfinite.assign(tf.stack([total + 1 - tf.cast(ok, tf.int64), row, tf.maximum(longest, row)]))
+
+
 def _sums(out, slots, seconds):
     """A step's shares of `Trainer.epoch_sums` and of its interval sums, and whether it was an update."""
     ok = out["finite"] & tf.math.is_finite(out["loss"])
@@ -378,21 +389,6 @@ def _sums(out, slots, seconds):
     norm = tf.where(ok, out["grad_norm"], 0.0)
     interval = tf.concat([epoch, [norm, tf.cast(ok, tf.float32), 1.0 - tf.cast(ok, tf.float32)]], axis=0)
     return epoch, interval, ok
-
-
-def _account(trainer, out, slots, seconds):
-    """Adds a step to the trainer's device-side sums and counts of skipped steps (no read back)."""
-    epoch, interval, ok = _sums(out, tf.constant(slots), tf.constant(seconds, tf.float32))
-    trainer.epoch_sums.assign_add(epoch)
-    trainer._interval.assign_add(interval)
-    trainer.nonfinite.assign(_count_nonfinite(trainer.nonfinite, ok))
-
-
-@tf.function
-def _count_nonfinite(counts, ok):
-    total, row, longest = counts[0], counts[1], counts[2]
-    row = tf.where(ok, tf.constant(0, tf.int64), row + 1)
-    return tf.stack([total + 1 - tf.cast(ok, tf.int64), row, tf.maximum(longest, row)])
 
 
 def _check_policy(model, precision):

@@ -1,0 +1,107 @@
+"""The training loop's own cost, beyond its train steps, in two source trees side by side.
+
+Each round runs `tfattn train` of each tree in turn, in a fresh process per run, on the same
+spa-eng pairs (`--max-pairs`, `--epochs`: a fixed number of steps; everything else the tree's
+defaults: its validations, epoch-end and periodic saves, run lock, progress, summaries). The
+process wraps the trainer's compiled train step to sum the seconds spent inside its calls (on a
+CPU a call returns when its step is done), and reads the trainer's own training seconds (the
+history's `seconds`: `fit`, validations included). The loop's overhead is `fit seconds / step
+seconds - 1`. Reports per tree the median over rounds, and each round's figures. Prints one JSON
+object.
+
+Usage: python bench/loop.py BEFORE_TREE AFTER_TREE [--rounds 3] [--max-pairs 12800] [--epochs 2]
+(a tree is a directory holding `tfattn/`, for example `git worktree add ../old 5286e01`).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import spa  # noqa: E402
+
+CHILD = r"""
+import json, os, sys, time
+tree, out, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.path.insert(0, tree)
+sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]  # not an installed tfattn
+import tfattn
+assert tfattn.__file__.startswith(tree), tfattn.__file__
+try:
+    from tfattn.training import trainer as module
+except ImportError:
+    from tfattn import train as module
+from tfattn import cli
+
+inside = {"seconds": 0.0, "calls": 0}
+made = module.Trainer.__init__
+
+def init(self, *args, **kwargs):
+    made(self, *args, **kwargs)
+    step = self.train_step
+
+    def timed(source, target):
+        start = time.perf_counter()
+        result = step(source, target)
+        inside["seconds"] += time.perf_counter() - start
+        inside["calls"] += 1
+        return result
+
+    self.train_step = timed
+
+module.Trainer.__init__ = init
+try:
+    cli.main(["train", *argv, "--out", out, "--quiet"])
+except SystemExit as stop:
+    assert not stop.code, stop.code
+with open(os.path.join(out, "history.json")) as f:
+    fit = json.load(f)["seconds"]
+print(json.dumps({"fit_s": fit, "step_s": inside["seconds"], "steps": inside["calls"]}))
+"""
+
+
+def run_tree(tree, argv):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-c", CHILD, os.path.abspath(tree), os.path.join(tmp, "run"), *argv],
+                             capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        if out.returncode:
+            raise SystemExit(f"tfattn train failed in {tree}:\n{out.stderr[-3000:]}")
+        figures = json.loads(out.stdout.strip().splitlines()[-1])
+    figures["overhead"] = figures["fit_s"] / figures["step_s"] - 1.0
+    return figures
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-pairs", type=int, default=12800, help="training pairs (batches of 64)")
+    parser.add_argument("--epochs", type=int, default=2)
+    args = parser.parse_args()
+    argv = ["--corpus", str(spa.SPA), "--max-pairs", str(args.max_pairs), "--epochs", str(args.epochs),
+            "--attention", "bahdanau"]
+    trees = {"before": args.before, "after": args.after}
+    rounds = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            rounds[name].append(run_tree(tree, argv))
+    median = lambda name, key: statistics.median(r[key] for r in rounds[name])  # noqa: E731
+    print(json.dumps({
+        "benchmark": "loop", "argv": argv, "rounds": args.rounds,
+        "trees": {name: {"path": os.path.abspath(tree), "steps": rounds[name][0]["steps"],
+                         "fit_s": round(median(name, "fit_s"), 2), "step_s": round(median(name, "step_s"), 2),
+                         "overhead": round(median(name, "overhead"), 4),
+                         "s_per_step": round(median(name, "step_s") / rounds[name][0]["steps"], 4),
+                         "rounds": [{k: round(v, 4) for k, v in r.items()} for r in rounds[name]]}
+                  for name, tree in trees.items()},
+    }))
+
+
+if __name__ == "__main__":
+    main()
