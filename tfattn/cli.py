@@ -799,5 +799,14 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
+def run():
+    """The `tfattn` command: `main` with TensorFlow's native start-up lines kept off the terminal
+    (`tfattn.quiet`)."""
+    from tfattn.quiet import drop_native_noise
+
+    drop_native_noise()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
