@@ -201,9 +201,10 @@ class Trainer:
         config = config or TrainConfig()
         self.strategy = strategy or (tf.distribute.get_strategy() if tf.distribute.has_strategy() else None)
         with distributed.scope(self.strategy):  # a model not built yet makes its weights there
-            _check_policy(model, config.precision)
+            ensure_built(model)
         if self.strategy is not None:
             distributed.check_model(model, self.strategy, config.precision)
+        _check_policy(model, config.precision)
         accel = tier_for(config.precision, config.accel, model)
         self.config = dataclasses.replace(config, accel=accel)  # fixed for the run
         keras.utils.set_random_seed(self.config.seed)
