@@ -7,7 +7,8 @@ Trains one tiny model 10 steps on one device and 10 steps on two replicas (two l
 the same weights on the same global batches, on the tier named, and prints one JSON object: each
 run's per-step losses and gradient norms, the final weights' largest difference, the variables
 whose two replicas differ, the first batch's loss computed in NumPy from the untrained model's
-logits, the messages of what a strategy refuses, and one SGD update of a mirrored weight.
+logits, the messages of what a strategy refuses, one SGD update of a mirrored weight, and the two
+replicas' dropout masks.
 """
 
 import json
@@ -108,13 +109,31 @@ def sgd_updates():
     return updates
 
 
+def dropout_draws():
+    """A dropout layer made in the scope, called on ones on both replicas inside `own_draws`: whether
+    the two replicas' masks differ, and whether the copies of its seed state agree after."""
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        layer = keras.layers.Dropout(0.5)
+        layer.build((4, 8))
+
+    def replica():
+        with distributed.own_draws(layer, tf.distribute.get_replica_context()):
+            return layer(tf.ones([4, 8]), training=True)  # (4, 8): zeros where dropped
+
+    first, second = (v.numpy() for v in tf.function(lambda: strategy.run(replica))().values)
+    states = [v.numpy().tolist() for v in layer.seed_generator.state.value.values]
+    return {"masks_differ": not np.array_equal(first == 0, second == 0), "states_agree": states[0] == states[1]}
+
+
 def main(tier):
     batches, accel = global_batches(), {"reference": False, "fast": True}[tier]
     one, alone = train(batches, accel)
     two, replicas = train(batches, accel, strategy)
     weights = max(float(np.abs(a.numpy() - b.numpy()).max()) for a, b in zip(one.variables, two.variables))
     print(json.dumps({"one": alone, "two": replicas, "weights": weights, "differing": differing_replicas(two),
-                      "replicas": strategy.num_replicas_in_sync, "refusals": refusals(), "sgd": sgd_updates()}))
+                      "replicas": strategy.num_replicas_in_sync, "refusals": refusals(), "sgd": sgd_updates(),
+                      "dropout": dropout_draws()}))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,8 @@ def test_two_replicas_train_as_one_device_on_the_global_batch(tier):
     # Adam hardly sees a gradient twice too large; SGD shows that the step's optimizer does not sum
     # the replicas' gradients again, where Keras' own does.
     assert result["sgd"] == {"keras": [0.0, 0.0], "without_sum": [0.5, 0.5]}
+    # Keras' seed generators start each step alike on the replicas; each draws its own masks.
+    assert result["dropout"] == {"masks_differ": True, "states_agree": True}
     refusals = result["refusals"]
     assert refusals["outside_scope"].startswith("The model's weights were not made in the strategy's scope")
     assert refusals["float16"].startswith("mixed_float16 trains with loss scaling, which the distributed step")
@@ -94,23 +96,12 @@ def cluster(ports, index):
                        "task": {"type": "worker", "index": index}})
 
 
-@pytest.mark.long  # two TensorFlow processes, then an export restored and compared
-def test_two_workers_train_one_run_that_restores_in_one_process(tmp_path):
-    import tensorflow as tf
-
-    import tfattn
-    from tfattn.training.rundir import Run
-    from tfattn.training.runs import RunConfig
-    from tfattn.training.trainer import restore_weights
-
-    write_anki(tmp_path / "d.txt", 200)
-    run, elsewhere = str(tmp_path / "run"), str(tmp_path / "worker-out")
-    ports = free_ports(2)
-    flags = ["--corpus", str(tmp_path / "d.txt"), "--max-pairs", "160", "--epochs", "1", *TRAIN_FLAGS,
-             "--strategy", "multiworker"]  # 160 pairs in batches of 8: 20 steps
-    workers = []
+def train_together(flags, outs):
+    """`tfattn train FLAGS --out OUT` in one worker process per `outs` on 127.0.0.1 (worker 0 the
+    chief), all ended before this returns; their JSON summaries."""
+    ports, workers = free_ports(len(outs)), []
     try:
-        for index, out in enumerate((run, elsewhere)):
+        for index, out in enumerate(outs):
             env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": cluster(ports, index)}
             workers.append(subprocess.Popen([sys.executable, "-m", "tfattn.cli", "train", *flags, "--out", out],
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
@@ -121,7 +112,25 @@ def test_two_workers_train_one_run_that_restores_in_one_process(tmp_path):
             worker.wait()
     for worker, (out, err) in zip(workers, results):
         assert worker.returncode == 0, err[-3000:]
-    chief, other = (json.loads(out.strip().splitlines()[-1]) for out, _ in results)
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in results]
+
+
+@pytest.mark.long  # two TensorFlow processes twice, a resumed run, an export restored and compared
+def test_two_workers_train_one_run_that_restores_and_resumes_in_one_process(tmp_path, capsys):
+    import shutil
+
+    import tensorflow as tf
+
+    import tfattn
+    from tfattn.training.rundir import Run
+    from tfattn.training.runs import RunConfig, train_run
+    from tfattn.training.trainer import restore_weights
+
+    write_anki(tmp_path / "d.txt", 200)
+    run, elsewhere = str(tmp_path / "run"), str(tmp_path / "worker-out")
+    flags = ["--corpus", str(tmp_path / "d.txt"), "--max-pairs", "160", "--epochs", "1", *TRAIN_FLAGS,
+             "--dropout", "0", "--strategy", "multiworker"]  # 160 pairs in batches of 8: 20 steps
+    chief, other = train_together(flags, [run, elsewhere])
     assert chief["steps"] == 20 and chief["run"] == run
     assert other == {"task": "worker 1", "chief": False, "steps": 20, "nonfinite_steps": 0}
     assert not os.path.exists(elsewhere)  # the worker wrote nothing
@@ -136,6 +145,21 @@ def test_two_workers_train_one_run_that_restores_in_one_process(tmp_path):
     want = tfattn.Translator(model, *tokenizers, config.decode)(texts)
     served = tf.saved_model.load(os.path.join(run, "export")).signatures["translate"](text=tf.constant(texts))
     assert [t.decode() for t in served["text"].numpy()] == [t.decode() for t in want["text"]]
+    # A second epoch: the two workers resume the run (the worker reads its config.json and
+    # tokenizers.json and starts from the state the chief restores), and a copy of it resumes in
+    # this process without a strategy; they train alike within float32 rounding.
+    alone = str(tmp_path / "alone")
+    shutil.copytree(run, alone)
+    chief, other = train_together(["--resume", "--epochs", "2"], [run, run])
+    assert chief["steps"] == other["steps"] == 40
+    summary = train_run(None, alone, resume=True, epochs=2, quiet=True, echo=lambda line: None,
+                        distribute=DistributeConfig())
+    assert summary["steps"] == 40
+    together, by_one = (json.load(open(os.path.join(path, "history.json"))) for path in (run, alone))
+    assert together["loss"][0] == by_one["loss"][0]  # the first epoch, the same history
+    assert together["loss"][1] == pytest.approx(by_one["loss"][1], rel=1e-5)
+    assert together["val_loss"][1] == pytest.approx(by_one["val_loss"][1], rel=1e-5)
+    assert json.load(open(os.path.join(alone, "config.json")))["distribute"]["strategy"] == "default"
 
 
 # -- what is refused, in one line ------------------------------------------------------------------

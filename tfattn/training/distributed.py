@@ -14,7 +14,8 @@ The batch size stays the global batch's: `strategy.experimental_distribute_datas
 replica its share of the rows of every batch. A step (`make_distributed_step`), in each replica:
 
     1. count = the global batch's real target tokens       (an all-reduce of one number)
-    2. loss  = the sum of this replica's token losses / count, and its gradients
+    2. loss  = the sum of this replica's token losses / count, and its gradients (the replica's
+       dropout masks its own: `own_draws`)
     3. loss, accuracy and gradients summed over the replicas (one all-reduce): the global batch's
        mean loss and its gradient, as one device computes them on the whole batch
     4. the gradients clipped by their global norm, and the update skipped if the loss or the norm
@@ -244,7 +245,7 @@ def replica_step(model, optimizer, source, target, clip_norm, accel):
     context = tf.distribute.get_replica_context()
     target_out = target[:, 1:]  # (batch, t_out), this replica's rows
     count = context.all_reduce(SUM, tf.cast(tf.math.count_nonzero(target_out), tf.float32))
-    with tf.GradientTape() as tape:
+    with own_draws(model, context), tf.GradientTape() as tape:
         logits, loss = forward_and_loss(model, source, target, training=True, accel=accel, count=count)
     grads = dense_gradients(tape.gradient(loss, model.trainable_variables))
     accuracy = metrics(target, logits, loss, accel, count)["accuracy"]  # this replica's share too
@@ -253,6 +254,25 @@ def replica_step(model, optimizer, source, target, clip_norm, accel):
     grads, norm, finite = clip_and_check(optimizer, loss, grads, clip_norm)
     return grads, {"loss": loss, "accuracy": accuracy, "tokens": tf.cast(count, tf.int32), "slots": slots,
                    "grad_norm": norm, "finite": finite}
+
+
+@contextlib.contextmanager
+def own_draws(layer, context):
+    """Inside the block, each replica draws its own random numbers (dropout masks) from `layer`'s
+    Keras seed generators, which start each step alike on every replica: their seeds are shifted
+    by the replica's number, and shifted back after, so that the copies agree again (each copy
+    counts the same draws). A replica updates its own copy of a mirrored variable that has no
+    aggregation, as Keras' seed generators' states are."""
+    states = [v for v in layer.variables if v.path.split("/")[-1] == "seed_generator_state"]
+    shift = tf.cast(context.replica_id_in_sync_group, states[0].dtype) * SEED_SHIFT if states else None
+    for state in states:
+        state.assign_add(tf.stack([shift, tf.zeros_like(shift)]))  # [seed, draws so far]
+    yield
+    for state in states:
+        state.assign_sub(tf.stack([shift, tf.zeros_like(shift)]))
+
+
+SEED_SHIFT = 1_000_003  # between the replicas' seeds: apart from any seed a run is given
 
 
 def _between_workers(strategy):
