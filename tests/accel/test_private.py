@@ -42,3 +42,13 @@ def test_keras_passes_the_gradients_through_the_method_without_gradient_sum_repl
     assert seen == [[0.5]]
     np.testing.assert_allclose(variable.numpy(), [0.9], rtol=1e-5)  # Adam's first step: the rate, against the sign
     assert private.without_gradient_sum(keras.optimizers.Adam).__name__ == "Adam"  # Keras names optimizers by it
+
+
+def test_seed_states_are_the_seed_and_draw_count_of_a_layers_seed_generators():
+    dropout = keras.layers.Dropout(0.5, seed=5)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), dropout])
+    states = private.seed_states(model)
+    assert len(states) == 1 and states[0] is dropout.seed_generator.state
+    assert states[0].numpy().tolist() == [5, 0]  # [seed, draws so far]
+    model(np.ones((1, 3), np.float32), training=True)
+    assert states[0].numpy().tolist() == [5, 1]

@@ -6,6 +6,8 @@
   replicas' gradients in `apply_gradients` by its private method `_all_reduce_sum_gradients`; the
   distributed step (`tfattn.training.distributed`) sums them before, to clip the sum, and turns
   that second sum off.
+- `seed_states`: a Keras `SeedGenerator` keeps `[seed, draws so far]` in a variable that Keras names
+  `seed_generator_state`; the distributed step shifts the seed on each replica (its own dropout).
 - `noinline`: the function attribute `_noinline`, which TensorFlow's graph optimizer honours by
   keeping a function call instead of inlining its body (`branch.cond`).
 
@@ -37,6 +39,12 @@ def without_gradient_sum(optimizer_class):
     # Keras names an optimizer, and so its variables, after its class: the same names as Keras' own.
     WithoutGradientSum.__name__ = WithoutGradientSum.__qualname__ = optimizer_class.__name__
     return WithoutGradientSum
+
+
+def seed_states(layer):
+    """The state variables, `[seed, draws so far]`, of the Keras seed generators of `layer` and of
+    the layers in it (its dropout)."""
+    return [v for v in layer.variables if v.path.split("/")[-1] == "seed_generator_state"]
 
 
 def noinline(fn):

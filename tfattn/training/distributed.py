@@ -28,7 +28,7 @@ applies it as it is (`tfattn.accel.private.without_gradient_sum`), so that nothi
 The chief (TF_CONFIG's task `chief`, or worker 0 when there is none; the one process of the other
 strategies) alone writes: the run directory, its lock, checkpoints, history and export
 (`tfattn.training.runs`); the other workers train in step with it and write nothing. The chief's
-clock and its decisions to stop reach every worker before each step (`chief_values`), and its
+clock and its decisions to stop reach every worker after each step (`chief_values`), and its
 state reaches them when training starts (`broadcast_from_chief`): a run the chief resumes from its
 checkpoint goes on on every worker.
 """
@@ -41,6 +41,7 @@ import os
 
 import tensorflow as tf
 
+from tfattn.accel import private
 from tfattn.training.step import build, clip_and_check, dense_gradients, forward_and_loss, metrics
 
 STRATEGIES = ("default", "mirrored", "multiworker")
@@ -263,7 +264,7 @@ def own_draws(layer, context):
     by the replica's number, and shifted back after, so that the copies agree again (each copy
     counts the same draws). A replica updates its own copy of a mirrored variable that has no
     aggregation, as Keras' seed generators' states are."""
-    states = [v for v in layer.variables if v.path.split("/")[-1] == "seed_generator_state"]
+    states = private.seed_states(layer)
     shift = tf.cast(context.replica_id_in_sync_group, states[0].dtype) * SEED_SHIFT if states else None
     for state in states:
         state.assign_add(tf.stack([shift, tf.zeros_like(shift)]))  # [seed, draws so far]
