@@ -236,6 +236,14 @@ def test_multiworker_without_tf_config_is_one_line_and_writes_nothing(tmp_path, 
     assert len(err.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "run")
 
 
+def test_a_worker_that_resumes_without_the_runs_config_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", cluster([1, 2], 1))  # worker 1: not the chief
+    status, _, err = run_main(capsys, "train", "--resume", "--out", str(tmp_path / "run"), "--strategy", "multiworker")
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("tfattn: error: This worker resumes the run with its chief, and reads the run's "
+                          "config.json and tokenizers.json in --out, which has no config.json")
+
+
 def test_replicas_without_the_mirrored_strategy_is_refused(tmp_path, capsys):
     status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "d.txt"), "--out", str(tmp_path / "run"),
                               "--replicas", "2", *TRAIN_FLAGS)

@@ -376,6 +376,11 @@ def _train_with_chief(run, config, resume, epochs, time_budget, corpus, distribu
     nothing. A new run takes `config` (the same as the chief's); a resumed one reads the run's
     config.json and tokenizers.json at `run` (the chief's directory on a shared file system, or a
     copy of the two files), and goes on from the chief's state, which the chief restores."""
+    if resume and not run.exists():
+        raise FileNotFoundError(f"This worker resumes the run with its chief, and reads the run's config.json and "
+                                f"tokenizers.json in --out, which has no config.json: point --out at the chief's run "
+                                f"directory on a shared file system, or copy the two files there. Received: "
+                                f"out={run.out!r}")
     if resume:
         config = _resumed_config(run, epochs, time_budget, corpus, distribute)
     else:
