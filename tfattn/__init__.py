@@ -3,7 +3,8 @@
 Layers (reusable in any Keras model): `BahdanauAttention`, `LuongAttention`, `Encoder`, `Decoder`,
 `AttentionCell` (attention around any Keras RNN cell, for `keras.layers.RNN`).
 Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, target_vocab_size)`.
-Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`.
+Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`,
+`make_strategy` (several devices or machines, `tf.distribute`).
 Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`.
 
 `import tfattn` registers every layer with Keras, so `keras.saving.load_model` reads a `.keras` file
@@ -44,6 +45,7 @@ _EXPORTS = {
     "fit": "training.trainer",
     "Trainer": "training.trainer",
     "make_train_step": "training.trainer",
+    "make_strategy": "training.distributed",
 }
 
 __all__ = sorted(_EXPORTS) + ["config"]

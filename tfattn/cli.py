@@ -47,17 +47,20 @@ def _train(args):
         import keras
 
         keras.utils.disable_interactive_logging()
+    given = args.strategy is not None or args.replicas is not None
     with _out_of_memory_hint("training"):
         summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
                             echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
-                            time_budget=args.time_budget, corpus=args.corpus if args.resume else None)
+                            time_budget=args.time_budget, corpus=args.corpus if args.resume else None,
+                            distribute=_distribute_config(args) if args.resume and given else None)
     from tfattn.files import strict_json
 
     print(strict_json(summary))
 
 
-# What `train --resume` may be given; --corpus names where the run's corpus file is now (if moved).
-RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus")
+# What `train --resume` may be given; --corpus names where the run's corpus file is now (if moved),
+# --strategy and --replicas where it goes on training (a checkpoint restores under any strategy).
+RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus", "strategy", "replicas")
 
 
 def _check_resume_flags(args):
@@ -77,8 +80,8 @@ def _check_resume_flags(args):
             refused.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
     if refused:
         raise ValueError("--resume continues the run with its own settings (config.json); it takes only "
-                         f"--epochs, --time-budget, --quiet and --corpus (its corpus file, if moved). Received: "
-                         f"{' '.join(refused)}")
+                         f"--epochs, --time-budget, --quiet, --corpus (its corpus file, if moved), --strategy and "
+                         f"--replicas. Received: {' '.join(refused)}")
 
 
 def find_export(model_dir, echo=None):
@@ -409,7 +412,7 @@ def run_config(args):
 
 def _with_training_flags(args, config):
     """`config` with the flags of `_add_training_flags` applied: validation, TensorBoard, schedule,
-    precision, non-finite steps, determinism, XLA."""
+    precision, non-finite steps, determinism, XLA, strategy."""
     from tfattn.training.validation import ValidationConfig
 
     train = dataclasses.replace(config.train, warmup_steps=args.warmup_steps,
@@ -421,7 +424,14 @@ def _with_training_flags(args, config):
     validation = ValidationConfig(every=args.validate_every, sample=args.bleu_sample, best_by=args.best_by,
                                   early_stopping=args.early_stopping, average_checkpoints=args.average_checkpoints)
     tensorboard = None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
-    return dataclasses.replace(config, train=train, data=data, validation=validation, tensorboard=tensorboard)
+    return dataclasses.replace(config, train=train, data=data, validation=validation, tensorboard=tensorboard,
+                               distribute=_distribute_config(args))
+
+
+def _distribute_config(args):
+    from tfattn.training.distributed import DistributeConfig
+
+    return DistributeConfig(strategy=args.strategy or "default", replicas=args.replicas)
 
 
 # -- parsers ---------------------------------------------------------------------------------------
@@ -455,11 +465,12 @@ def _add_train_parser(sub):
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint, with its own settings "
-                        "(config.json): only --epochs, --time-budget and --quiet may be given")
+                        "(config.json): only --epochs, --time-budget, --quiet, --corpus, --strategy and --replicas "
+                        "may be given")
     _add_model_flags(p.add_argument_group("model"))
     _add_batch_flags(p.add_argument_group("tokens and batches"))
     _add_optimization_flags(p.add_argument_group("optimization"))
-    _add_training_flags(p.add_argument_group("validation, schedule, precision and monitoring"))
+    _add_training_flags(p.add_argument_group("validation, schedule, precision, devices and monitoring"))
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
     return p
@@ -569,6 +580,14 @@ def _add_training_flags(g):
     g.add_argument("--pad-to-multiple", type=positive_int, metavar="N",
                    help="pad batch lengths up to a multiple of N, so that batches come in few shapes "
                         "(default: 8 with --jit-compile, else 1)")
+    g.add_argument("--strategy", choices=STRATEGIES,
+                   help="where the run trains (tf.distribute): default, one device; mirrored, this machine's GPUs "
+                        "or --replicas logical CPU devices; multiworker, the machines the environment variable "
+                        "TF_CONFIG names, each started with the same command (docs/training.md). --batch-size is "
+                        "the global batch, split among the replicas; only the chief writes the run (default: default)")
+    g.add_argument("--replicas", type=positive_int, metavar="N",
+                   help="with --strategy mirrored: N devices; without a GPU, N logical CPU devices that share the "
+                        "machine's cores (default: every GPU, or the one CPU)")
     g.add_argument("--tensorboard", metavar="DIR",
                    help="where TensorBoard summaries go: losses, learning rate, gradient norm, tokens/s, "
                         "validation BLEU and chrF, attention images, translations, hparams (default: RUN/tensorboard)")
@@ -576,6 +595,9 @@ def _add_training_flags(g):
     g.add_argument("--log-every", type=positive_int, default=20,
                    help="steps between reads of the training means (progress line, TensorBoard, checks of "
                         "non-finite steps) (default: 20)")
+
+
+STRATEGIES = ("default", "mirrored", "multiworker")  # tfattn.training.distributed.STRATEGIES, without TensorFlow
 
 
 def _add_model_parser(sub, name, help, description):

@@ -40,17 +40,23 @@ def _cross_entropy(logits, labels):
     return loss, grad
 
 
-def masked_loss(target_out, logits):
-    """`tfattn.model.masked_loss` with `cross_entropy`: mean over non-padding target positions."""
+def masked_loss(target_out, logits, count=None):
+    """`tfattn.model.masked_loss` with `cross_entropy`: mean over non-padding target positions (or
+    the sum over them divided by `count`, the global batch's tokens under a strategy)."""
     mask = ops.cast(ops.not_equal(target_out, 0), "float32")  # (batch, t_out)
     losses = cross_entropy(target_out, ops.cast(logits, "float32"))  # (batch, t_out)
-    return ops.sum(losses * mask) / ops.maximum(ops.sum(mask), 1.0)
+    return ops.sum(losses * mask) / _tokens(mask, count)
 
 
-def masked_accuracy(target_out, logits):
+def _tokens(mask, count):
+    """What a masked mean divides by: `count` if given, else the mask's count (at least 1)."""
+    return tf.maximum(tf.reduce_sum(mask) if count is None else count, 1.0)
+
+
+def masked_accuracy(target_out, logits, count=None):
     """`tfattn.model.masked_accuracy` with `tf.argmax`: Keras's `argmax` first maps -0.0 to a tiny
     negative number, which adds passes over the whole `(batch, t_out, vocab)` logits."""
     mask = tf.cast(tf.not_equal(target_out, 0), tf.float32)  # (batch, t_out)
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)  # (batch, t_out)
     correct = tf.cast(tf.equal(predicted, tf.cast(target_out, tf.int32)), tf.float32) * mask
-    return tf.reduce_sum(correct) / tf.maximum(tf.reduce_sum(mask), 1.0)
+    return tf.reduce_sum(correct) / _tokens(mask, count)

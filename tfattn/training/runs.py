@@ -32,6 +32,8 @@ from tfattn.model import ModelConfig, make_model
 from tfattn.data.text import Tokenizer
 from tfattn.training.rundir import Run, Terminated, damage_of, newest_readable, remove_failed_save
 from tfattn.model import ensure_built
+from tfattn.training import distributed
+from tfattn.training.distributed import DistributeConfig
 from tfattn.training.precision import precision_scope
 from tfattn.training.trainer import (DivergedError, TrainConfig, Trainer, check_weights_match, restore_weights,
                                      weights_checkpoint)
@@ -86,7 +88,8 @@ class RunConfig:
     """Everything a training run needs; saved as `RUN/config.json`.
 
     `tensorboard` is where the run writes its TensorBoard summaries: `""` for `RUN/tensorboard`,
-    None for nowhere (`tfattn.training.tensorboard`)."""
+    None for nowhere (`tfattn.training.tensorboard`). `distribute` is the `tf.distribute` strategy
+    it trains under (`tfattn.training.distributed`); `data.batch_size` is the global batch's."""
 
     corpus: CorpusConfig = dataclasses.field(default_factory=CorpusConfig)
     source_tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
@@ -98,6 +101,7 @@ class RunConfig:
     checkpoint_every: int = 500
     validation: ValidationConfig = dataclasses.field(default_factory=ValidationConfig)
     tensorboard: str | None = ""
+    distribute: DistributeConfig = dataclasses.field(default_factory=DistributeConfig)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -279,7 +283,8 @@ def make_tokenizers(config, train_pairs):
 
 # -- training --------------------------------------------------------------------------------------
 
-def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, time_budget=None, corpus=None):
+def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, time_budget=None, corpus=None,
+              distribute=None):
     """Trains (or resumes) a run in directory `out`; returns the summary dict.
 
     The run holds `out`'s lock from start to end (see `tfattn.training.rundir`). Nothing else is
@@ -290,6 +295,10 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
     back whole, its history cut back to that state, on the corpus file it started with (its
     absolute path and fingerprint are in `config.json`).
 
+    Under `config.distribute`'s `"multiworker"` strategy, every worker calls this with the same
+    arguments; the chief does all of the above, and the others train with it and write nothing
+    (`_train_with_chief`).
+
     Args:
         config: `RunConfig` of a new run; ignored when resuming (the run's `config.json` holds it).
         out: the run directory: absent or empty for a new run.
@@ -299,6 +308,8 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
         epochs: when resuming, train up to this many epochs in all (default: the run's own).
         time_budget: when resuming, this session's budget in seconds (default: the run's own, again).
         corpus: when resuming, where the run's corpus file is now (checked against its fingerprint).
+        distribute: when resuming, a `DistributeConfig` to go on under (default: the run's own); a
+            checkpoint restores under any strategy.
 
     Raises:
         tfattn.files.WriteError: a checkpoint, log or export could not be written (disk full,
@@ -306,26 +317,81 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
         tfattn.training.trainer.DivergedError: the loss went non-finite; the last good state is kept.
     """
     run = Run(out)
+    if not distributed.is_chief(_strategy_name(run, config, resume, distribute)):
+        return _train_with_chief(run, config, resume, epochs, time_budget, corpus, distribute, echo)
     with _sigterm_as_interrupt(), run.claim(resume, echo):
         if resume:
-            config = _resumed_config(run, epochs, time_budget, corpus)
+            config = _resumed_config(run, epochs, time_budget, corpus, distribute)
         else:
             config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
-        parts, summary = load_splits(config.corpus)
-        _require_pairs(config, parts, summary)
-        echo(summary)
-        tokenizers = run.tokenizers() if resume else make_tokenizers(config, parts["train"])
-        check_memory(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)  # before anything is written
-        datasets = _datasets(config, parts, tokenizers, echo)
-        keras.utils.set_random_seed(config.train.seed)  # the first weights and dropout seeds come from it
-        with precision_scope(config.train.precision):  # the layers compute in the run's precision
-            model = make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)
-        trainer = Trainer(model, config.train, quiet=quiet)  # builds the weights before any file is written
+        strategy = distributed.make_strategy(config.distribute.strategy, config.distribute.replicas)
+        tokenizers, datasets, trainer = _prepare(config, run.tokenizers() if resume else None, strategy, quiet, echo)
         if not resume:
             run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
                                                "target": tokenizers[1].get_config()})
         run.write_json("config.json", config.to_dict())
         return _train(run, config, trainer, datasets, tokenizers, resume, echo)
+
+
+def _strategy_name(run, config, resume, distribute):
+    """The strategy a run trains under: `distribute`'s, else the run's (`config.json`, when resuming)."""
+    if distribute is not None:
+        return distribute.strategy
+    if resume and run.exists():
+        return read_run_config(run.path("config.json")).distribute.strategy
+    return config.distribute.strategy
+
+
+def _prepare(config, tokenizers, strategy, quiet, echo):
+    """Loads the corpus and makes `(tokenizers, datasets, trainer)`: the tokenizers learned from
+    the training pairs unless given, the model made in the strategy's scope (if any), its weights
+    built before anything is written. Under several workers, refuses settings or a corpus that
+    differ from the other workers'."""
+    parts, summary = load_splits(config.corpus)
+    _require_pairs(config, parts, summary)
+    echo(summary)
+    tokenizers = tokenizers or make_tokenizers(config, parts["train"])
+    check_memory(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size)  # before anything is written
+    datasets = _datasets(config, parts, tokenizers, echo)
+    distributed.check_same_everywhere(strategy, _what_workers_share(config, tokenizers),
+                                      "settings, corpus or vocabularies")
+    keras.utils.set_random_seed(config.train.seed)  # the first weights and dropout seeds come from it
+    with precision_scope(config.train.precision), distributed.scope(strategy):  # the run's precision
+        model = ensure_built(make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size))
+    return tokenizers, datasets, Trainer(model, config.train, quiet=quiet, strategy=strategy)
+
+
+def _what_workers_share(config, tokenizers):
+    """A run's settings, corpus content and vocabularies as text, the same on every worker of a run:
+    not the paths, which may differ between machines, nor the file's modification time."""
+    shared = {**config.to_dict(), "corpus": {**dataclasses.asdict(config.corpus), "corpus": None,
+                                              "fingerprint": {k: v for k, v in (config.corpus.fingerprint or {}).items()
+                                                              if k != "mtime"}},
+              "tensorboard": None, "tokenizers": [t.get_config() for t in tokenizers]}
+    return json.dumps(shared, sort_keys=True, default=str)
+
+
+def _train_with_chief(run, config, resume, epochs, time_budget, corpus, distribute, echo):
+    """A worker of a multiworker run that is not its chief: trains in step with the chief and writes
+    nothing. A new run takes `config` (the same as the chief's); a resumed one reads the run's
+    config.json and tokenizers.json at `run` (the chief's directory on a shared file system, or a
+    copy of the two files), and goes on from the chief's state, which the chief restores."""
+    if resume and not run.exists():
+        raise FileNotFoundError(f"This worker resumes the run with its chief, and reads the run's config.json and "
+                                f"tokenizers.json in --out, which has no config.json: point --out at the chief's run "
+                                f"directory on a shared file system, or copy the two files there. Received: "
+                                f"out={run.out!r}")
+    if resume:
+        config = _resumed_config(run, epochs, time_budget, corpus, distribute)
+    else:
+        config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
+    strategy = distributed.make_strategy(config.distribute.strategy, config.distribute.replicas)  # first
+    tokenizers, task = run.tokenizers() if resume else None, distributed.task_name()
+    _, datasets, trainer = _prepare(config, tokenizers, strategy, True, lambda line: echo(f"{task}: {line}"))
+    with _sigterm_as_interrupt():
+        trainer.fit(datasets["train"])
+    echo(f"{task}: trained {trainer.step} steps with the chief; it writes the run")
+    return {"task": task, "chief": False, "steps": trainer.step, "nonfinite_steps": trainer.nonfinite_steps}
 
 
 def check_memory(model, source_vocab_size, target_vocab_size):
@@ -359,8 +425,10 @@ def check_memory(model, source_vocab_size, target_vocab_size):
                          f"Received: units={c.units}, layers={c.num_layers}, embedding_dim={c.embedding_dim}")
 
 
-def _resumed_config(run, epochs, time_budget, corpus=None):
+def _resumed_config(run, epochs, time_budget, corpus=None, distribute=None):
     config = read_run_config(run.path("config.json"))
+    if distribute is not None:  # a checkpoint restores under any strategy
+        config.distribute = distribute
     if corpus is not None:  # the run's file, moved: checked against its fingerprint when loaded
         config.corpus.corpus = os.path.abspath(corpus)
     if not config.corpus.fingerprint:  # a run of an earlier version: from now on, this file's
@@ -701,9 +769,11 @@ def _score_text(logs, best_by):
 
 
 def _float32_model(model, config, tokenizers):
-    """`model` itself if it computes in float32, else a float32 model holding its weights (an export
-    of a mixed-precision run serves in float32)."""
-    if model.compute_dtype == "float32":
+    """`model` itself if it computes in float32 on one device, else a float32 model holding its
+    weights in plain variables: an export of a mixed-precision run serves in float32, and one of a
+    run under a strategy holds no mirrored variables."""
+    mirrored = isinstance(model.variables[0].value, tf.distribute.DistributedValues)
+    if model.compute_dtype == "float32" and not mirrored:
         return model
     with precision_scope("float32"):
         twin = ensure_built(make_model(config.model, tokenizers[0].vocab_size, tokenizers[1].vocab_size))

@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 
 from tfattn.accel import losses as fast_losses
+from tfattn.accel import private
 from tfattn.accel import seq2seq as fast
 from tfattn.accel.optimizer import FusedAdam
 from tfattn.config import resolve_accel
@@ -32,13 +33,16 @@ BATCH_SIGNATURE = (
 )
 
 
-def make_optimizer(config, accel=None):
+def make_optimizer(config, accel=None, summed=False):
     """Adam at the learning rate of `config` (`tfattn.training.schedules.learning_rate`: a warm-up,
     then constant, cosine or inverse square root; under `decay_to_budget` the trainer sets the rate
     at each step): Keras's own, or with `accel`, `FusedAdam` (the same update in one TensorFlow
-    kernel per variable); in Keras' `LossScaleOptimizer` when `config.precision` is `"mixed_float16"`."""
+    kernel per variable); in Keras' `LossScaleOptimizer` when `config.precision` is `"mixed_float16"`.
+    With `summed`, for the step of `tfattn.training.distributed`, which sums the replicas' gradients
+    itself: in a replica, the optimizer applies them as they are, without Keras' sum over replicas."""
     rate = learning_rate(config)
-    adam = FusedAdam(learning_rate=rate) if resolve_accel(accel) else keras.optimizers.Adam(learning_rate=rate)
+    kind = FusedAdam if resolve_accel(accel) else keras.optimizers.Adam
+    adam = (private.without_gradient_sum(kind) if summed else kind)(learning_rate=rate)
     return precisions.with_loss_scaling(adam, getattr(config, "precision", "float32"))
 
 
@@ -49,14 +53,15 @@ def build(model, optimizer=None):
         optimizer.build(model.trainable_variables)
 
 
-def forward_and_loss(model, source, target, training, accel=None):
-    """Teacher-forced logits `(batch, t_out, vocab)` and the masked loss of one batch."""
+def forward_and_loss(model, source, target, training, accel=None, count=None):
+    """Teacher-forced logits `(batch, t_out, vocab)` and the masked loss of one batch (divided by
+    `count` tokens if given: a replica's share of the global batch's loss, see `masked_loss`)."""
     target_in, target_out = target[:, :-1], target[:, 1:]  # (batch, t_out) each
     if resolve_accel(accel, model):
         logits, _ = fast.forward(model, source, target_in, training=training)
-        return logits, fast_losses.masked_loss(target_out, logits)
+        return logits, fast_losses.masked_loss(target_out, logits, count)
     logits, _ = model((source, target_in), training=training)
-    return logits, masked_loss(target_out, logits)
+    return logits, masked_loss(target_out, logits, count)
 
 
 def make_train_step(model, optimizer, clip_norm=5.0, accel=None, jit_compile=False):
@@ -103,9 +108,29 @@ def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
     variables = model.trainable_variables  # after the forward pass, which builds a model that was not
     if not optimizer.built:  # (under Keras' fit), and before the `cond`, where no variable can be made
         optimizer.build(variables)
-    # An embedding's gradient arrives as row slices, one per token occurrence; made dense, a token
-    # seen twice in the batch gets one summed row, which is the gradient Adam is defined on.
-    grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled_loss, variables)]
+    grads = dense_gradients(tape.gradient(scaled_loss, variables))
+    grads, norm, finite = clip_and_check(optimizer, loss, grads, clip_norm)
+
+    def update():
+        optimizer.apply_gradients(list(zip(grads, variables)))
+        return tf.constant(True)
+
+    finite = tf.cond(finite, update, lambda: tf.constant(False))
+    return metrics(target, logits, loss, accel, grad_norm=norm, finite=finite)
+
+
+def dense_gradients(grads):
+    """The gradients as dense tensors. An embedding's gradient arrives as row slices, one per token
+    occurrence; made dense, a token seen twice in the batch gets one summed row, which is the
+    gradient Adam is defined on."""
+    return [tf.convert_to_tensor(g) for g in grads]
+
+
+def clip_and_check(optimizer, loss, grads, clip_norm):
+    """`(grads, norm, finite)`: the (scaled) gradients clipped to `clip_norm` on their unscaled
+    global norm, that norm (unscaled), and whether the update may be made: the loss is finite and,
+    without loss scaling, so is the norm (a `LossScaleOptimizer` skips a non-finite gradient
+    itself, and lowers its scale)."""
     scale = tf.cast(precisions.loss_scale(optimizer), tf.float32)
     if clip_norm is None:
         norm = tf.linalg.global_norm(grads)
@@ -114,13 +139,7 @@ def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
     finite = tf.math.is_finite(loss)
     if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         finite = finite & tf.math.is_finite(norm)
-
-    def update():
-        optimizer.apply_gradients(list(zip(grads, variables)))
-        return tf.constant(True)
-
-    finite = tf.cond(finite, update, lambda: tf.constant(False))
-    return _metrics(target, logits, loss, accel, grad_norm=norm / scale, finite=finite)
+    return grads, norm / scale, finite
 
 
 def make_eval_step(model, accel=None):
@@ -131,13 +150,14 @@ def make_eval_step(model, accel=None):
     @tf.function(input_signature=BATCH_SIGNATURE)
     def eval_step(source, target):
         logits, loss = forward_and_loss(model, source, target, training=False, accel=accel)
-        return _metrics(target, logits, loss, accel)
+        return metrics(target, logits, loss, accel)
 
     return eval_step
 
 
-def _metrics(target, logits, loss, accel, **extra):
+def metrics(target, logits, loss, accel, count=None, **extra):
+    """`{"loss", "accuracy", "tokens", **extra}` of a batch (accuracy divided by `count` if given)."""
     target_out = target[:, 1:]
-    accuracy = (fast_losses.masked_accuracy if accel else masked_accuracy)(target_out, logits)
+    accuracy = (fast_losses.masked_accuracy if accel else masked_accuracy)(target_out, logits, count)
     return {"loss": loss, "accuracy": accuracy,
             "tokens": tf.math.count_nonzero(target_out, dtype=tf.int32), **extra}

@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from tfattn.model import ensure_built
+from tfattn.training import distributed
 from tfattn.training.precision import check_precision, tier_for
 from tfattn.training.schedules import SCHEDULES
 from tfattn.training.step import make_eval_step, make_optimizer, make_train_step  # noqa: F401 (public here too)
@@ -178,10 +179,19 @@ class Trainer:
     still reports the loss of all its batches. `nonfinite` counts the steps skipped for a loss that
     was not finite: in all, in the current row, and the longest row since the last check.
 
+    Under a `tf.distribute` strategy (`tfattn.training.distributed`), each batch of the dataset is
+    the global batch, split among the replicas, and a step is one update on all of it; the loss,
+    accuracy and token counts are the global batch's. Validation and everything written run on one
+    device. Under `MultiWorkerMirroredStrategy`, every worker runs `fit` alike; it starts them from
+    the chief's state, and they stop where the chief does (its clock, its `stop_training`).
+
     Args:
-        model: a `Seq2Seq` model, made under `config.precision` (`tfattn.training.precision.precision_scope`).
+        model: a `Seq2Seq` model, made under `config.precision` (`tfattn.training.precision.precision_scope`),
+            and in `strategy.scope()` under a strategy.
         config: `TrainConfig`; defaults to `TrainConfig()`.
         quiet: bool. No progress output.
+        strategy: a `tf.distribute.Strategy` (`tfattn.training.distributed.make_strategy`), or None:
+            the one whose scope the trainer is made in, if any, else none (one device).
 
     Example:
 
@@ -189,19 +199,21 @@ class Trainer:
     >>> history = trainer.fit(dataset, validation=validation_dataset)
     """
 
-    def __init__(self, model, config=None, quiet=False):
+    def __init__(self, model, config=None, quiet=False, strategy=None):
         self.model = model
         config = config or TrainConfig()
+        self.strategy = strategy or (tf.distribute.get_strategy() if tf.distribute.has_strategy() else None)
+        with distributed.scope(self.strategy):  # a model not built yet makes its weights there
+            ensure_built(model)
+        if self.strategy is not None:
+            distributed.check_model(model, self.strategy, config.precision)
         _check_policy(model, config.precision)
         accel = tier_for(config.precision, config.accel, model)
         self.config = dataclasses.replace(config, accel=accel)  # fixed for the run
         keras.utils.set_random_seed(self.config.seed)
         if self.config.deterministic:
             tf.config.experimental.enable_op_determinism()
-        self.optimizer = make_optimizer(self.config, self.config.accel)
-        self.train_step = make_train_step(model, self.optimizer, self.config.clip_norm, self.config.accel,
-                                          self.config.jit_compile)
-        self.eval_step = make_eval_step(model, self.config.accel)
+        self._make_steps()
         self.epoch = tf.Variable(1, dtype=tf.int64, trainable=False, name="epoch")
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="position")
         # The epoch so far: loss * tokens, accuracy * tokens, tokens, label positions, seconds.
@@ -215,6 +227,24 @@ class Trainer:
         self.stop_training = False  # set by a callback (early stopping): the run ends after this step
         self._clock = None  # during `fit`: (its start, the seconds of the calls before)
         self._taken = None  # during `fit`: `steps_taken`, counted on the host
+
+    def _make_steps(self):
+        """The optimizer and the train step (in the strategy's scope, if any), and the eval step."""
+        accel, clip_norm = self.config.accel, self.config.clip_norm
+        if self.strategy is None:
+            self.optimizer = make_optimizer(self.config, accel)
+            self.train_step = make_train_step(self.model, self.optimizer, clip_norm, accel, self.config.jit_compile)
+        elif self.config.jit_compile:
+            raise ValueError("jit_compile (--jit-compile) trains on one device: it does not combine with a "
+                             f"tf.distribute strategy. Received: strategy={type(self.strategy).__name__}")
+        else:
+            with self.strategy.scope():
+                self.optimizer = make_optimizer(self.config, accel, summed=True)
+            self.train_step = distributed.make_distributed_step(self.strategy, self.model, self.optimizer,
+                                                                clip_norm, accel)
+        self.eval_step = make_eval_step(self.model, accel)
+        self._chief = distributed.chief_values(self.strategy)  # the chief's clock and decisions
+        self._chief_seconds = 0.0  # the chief's seconds of this `fit`, as the last step brought them
 
     @property
     def step(self):
@@ -283,6 +313,11 @@ class Trainer:
         self._clock = (start, self.history.get("seconds", 0.0))
         self._taken = self.step
         self.stop_training = False
+        if self.strategy is not None:  # every worker goes on from the chief's state (a resumed run's)
+            distributed.broadcast_from_chief(self.strategy, [*self.model.variables, *self.optimizer.variables,
+                                                             self.epoch, self.position, self.epoch_sums,
+                                                             self.nonfinite])
+            self._chief_seconds = 0.0
         while int(self.epoch) <= self.config.epochs:
             epoch = int(self.epoch)
             data = dataset(epoch) if callable(dataset) else dataset
@@ -300,7 +335,7 @@ class Trainer:
                 self.position.assign(0)
             for callback in callbacks:
                 callback(epoch, logs)
-            if not finished or self.stop_training or _out_of_time(self.config, start):
+            if not finished or self._should_stop(start):
                 break
         self.history["seconds"], self._clock, self._taken = self.seconds, None, None
         return self.history
@@ -318,27 +353,46 @@ class Trainer:
             self.epoch_sums.assign(tf.zeros([5]))
         end = self.config.steps_per_epoch
         data = dataset.take(end) if end else dataset
-        for i, (source, target) in enumerate(data.skip(int(self.position)), 1):
+        batches = data.skip(int(self.position))
+        if self.strategy is not None:  # each global batch split among the replicas
+            batches = self.strategy.experimental_distribute_dataset(batches)
+        for i, (source, target) in enumerate(batches, 1):
             if self.config.decay_to_budget:
-                self.optimizer.learning_rate = budget_learning_rate(
-                    self.config, time.perf_counter() - start, step0 + i - 1)
+                self.optimizer.learning_rate = budget_learning_rate(self.config, self._seconds(start), step0 + i - 1)
             out = self.train_step(source, target)
             self._taken += 1
-            slots = target.shape[0] * (target.shape[1] - 1)  # label positions, padding included
+            # label positions, padding included (the distributed step counts the global batch's)
+            slots = out["slots"] if "slots" in out else target.shape[0] * (target.shape[1] - 1)
             now = time.perf_counter()
             seconds, tick = now - tick, now
-            self._account(out, tf.constant(slots, tf.float32), tf.constant(seconds, tf.float32))
+            self._account(out, tf.cast(slots, tf.float32), tf.constant(seconds, tf.float32))
             if i % self.config.log_every == 0:
                 self.progress.update(epoch, int(self.position), *_averages(self.epoch_sums))
                 self._check_and_log(on_log)
             if on_step is not None:
                 on_step(self, {"step_loss": out["loss"], "finite": out["finite"]})
-            if self.stop_training or _out_of_time(self.config, start):
+            if self._should_stop(start):
                 finished = False
                 break
         self._check_and_log(on_log)
         logs, tokens_per_s = _averages(self.epoch_sums)
         return logs, tokens_per_s, finished
+
+    def _seconds(self, start):
+        """Seconds since `start`: this process's, or under several workers, the chief's as of the
+        last step (0 before the first), so that every worker sets the same learning rate."""
+        if self._chief is None:
+            return time.perf_counter() - start
+        return self._chief_seconds
+
+    def _should_stop(self, start):
+        """Whether training stops here: `stop_training` or the time budget spent, by the chief's
+        decision under several workers (one small all-reduce), so that all stop at the same step."""
+        stop = self.stop_training or _out_of_time(self.config, start)
+        if self._chief is None:
+            return stop
+        self._chief_seconds, stop = self._chief([time.perf_counter() - start, float(stop)])
+        return bool(stop)
 
     def _check_and_log(self, on_log):
         """Stops the run if `config.max_nonfinite` steps in a row were skipped; calls `on_log` with
