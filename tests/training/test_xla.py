@@ -70,3 +70,13 @@ def test_padding_to_a_multiple_stops_at_the_tokenizers_max_length():
 def test_pad_to_multiple_must_be_a_positive_int(value):
     with pytest.raises(ValueError, match="pad_to_multiple must be a positive int"):
         DataConfig(pad_to_multiple=value)
+
+
+def test_xla_does_not_combine_with_a_strategy():
+    from tfattn.training.trainer import Trainer
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = tfattn.make_model(tfattn.ModelConfig(attention="luong", embedding_dim=8, units=8), 12, 12)
+    with pytest.raises(ValueError, match=r"jit_compile \(--jit-compile\) trains on one device"):
+        Trainer(model, TrainConfig(jit_compile=True), quiet=True, strategy=strategy)
