@@ -383,3 +383,16 @@ def test_latency_fit_recovers_fixed_and_per_token_costs():
                                                  "per_output_token_ms": 0.5, "r2": 1.0}
     noisy = seconds + np.array([1e-3, -1e-3, 1e-3, -1e-3, 0.0])  # a millisecond either way
     assert 0.0 < latency.fit(noisy, t_in, t_out)["r2"] < 0.99
+
+
+def test_xla_bench_takes_one_batch_per_shape_from_short_to_long():
+    import xla
+
+    def batch(t_in, t_out):
+        return np.zeros((2, t_in), "int32"), np.zeros((2, t_out), "int32")
+
+    epoch = [batch(8, 16), batch(8, 8), batch(16, 16), batch(8, 16), batch(24, 32), batch(16, 8)]
+    assert xla.distinct_shapes(epoch) == [((2, 8), (2, 8)), ((2, 8), (2, 16)), ((2, 16), (2, 8)),
+                                          ((2, 16), (2, 16)), ((2, 24), (2, 32))]
+    chosen = xla.one_per_shape(epoch, 3)  # five shapes by area 64, 128, 128, 256, 768: the 1st, 2nd, 4th
+    assert [(s.shape[1], t.shape[1]) for s, t in chosen] == [(8, 8), (8, 16), (16, 16)]
