@@ -128,6 +128,7 @@ def test_notebook_runs_in_a_kernel(path, tmp_path):
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ holds no notebook"
+    assert ROOT / "notebooks" / "01_attention_from_scratch.ipynb" in NOTEBOOKS
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
