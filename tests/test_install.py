@@ -1,5 +1,5 @@
 """What `pip install` of the package asks for: pyproject.toml's ranges admit Colab's preinstalled
-versions (.ci/colab-constraints.txt) and the exact pins that make installs (requirements.txt), and a
+versions (.ci/colab-runtime.txt) and the exact pins that make installs (requirements.txt), and a
 regular install (not editable) carries every module of the source tree."""
 
 import importlib.metadata
@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
 ROOT = Path(__file__).resolve().parents[1]
-COLAB = ROOT / ".ci" / "colab-constraints.txt"
+COLAB = ROOT / ".ci" / "colab-runtime.txt"
 PINS = ROOT / "requirements.txt"
 
 
