@@ -228,6 +228,15 @@ def test_paired_times_times_every_input_for_every_function_each_round(clock):
     assert [tuple(order[i : i + 3]) for i in range(0, len(order), 3)] == groups
 
 
+@pytest.mark.parametrize("spec, expected", [
+    ("runs/x/export", ("runs/x/export", "serving_default")),
+    ("runs/x/export@translate_text", ("runs/x/export", "translate_text")),
+    ("/a@b/export", ("/a@b/export", "serving_default")),  # an @ inside the path is no signature
+])
+def test_an_export_may_name_its_signature(spec, expected):
+    assert paired.export_and_signature(spec) == expected
+
+
 def test_summary_takes_the_fastest_round_and_the_median_ratio_to_the_first_export():
     times = {"first": np.array([[2.0, 4.0], [1.0, 8.0]]),  # (rounds, inputs)
              "other": np.array([[1.0, 3.0], [3.0, 2.0]]),
@@ -383,3 +392,14 @@ def test_latency_fit_recovers_fixed_and_per_token_costs():
                                                  "per_output_token_ms": 0.5, "r2": 1.0}
     noisy = seconds + np.array([1e-3, -1e-3, 1e-3, -1e-3, 0.0])  # a millisecond either way
     assert 0.0 < latency.fit(noisy, t_in, t_out)["r2"] < 0.99
+
+
+def test_latency_reads_the_lengths_of_ours_or_a_peers_outputs():
+    import latency
+
+    ours = {"text": tf.constant([b"a b"]), "input_tokens": tf.constant([[b"[START]", b"x", b"y", b"[END]", b""]]),
+            "length": tf.constant([3])}
+    assert latency.lengths(ours) == (4, 3)  # the padding is not a source token
+    peer = {"text": tf.constant([b"a b"]), "attention": tf.zeros([1, 5, 7])}  # (batch, t_out, t_in)
+    assert latency.lengths(peer) == (7, 5)
+    assert latency.lengths({"text": tf.constant([b"a b"])}) is None  # translate_text: measured apart
