@@ -77,7 +77,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", required=True)
     parser.add_argument("--signature", default="translate",
-                        help="the greedy signature timed (default: translate; translate_text, or a peer's serving_default)")
+                        help="the greedy signature timed: translate (the default), translate_text, or a "
+                             "peer's serving_default")
     parser.add_argument("--sentences", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=threads, metavar="INTER,INTRA")

@@ -71,7 +71,8 @@ def main():
         set_threads(args.threads)
     import tensorflow_text  # noqa: F401  (the text ops of the exports)
 
-    fns = {name: serving_fn(*export_and_signature(spec)) for name, spec in (spec.split("=", 1) for spec in args.exports)}
+    fns = {name: serving_fn(*export_and_signature(spec))
+           for name, spec in (spec.split("=", 1) for spec in args.exports)}
     texts = [source for source, _ in spa.splits()["test"]]
     singles = [[text] for text in spa.spread(texts, args.sentences)]
     batches = [texts[i : i + 64] for i in range(0, len(texts), 64)]

@@ -173,7 +173,7 @@ class Translator(tf.Module):
         would fail deep in the tokenizer."""
         text = tf.ensure_shape(text, [None], name="text_must_be_a_batch_of_strings")
         empty = {name: tf.zeros([0] * EMPTY_RANKS[name], EMPTY_DTYPES[name]) for name in names}
-        translated = lambda: {name: value for name, value in blank_empty_sources(fn(text)).items() if name in names}  # noqa: E731
+        translated = lambda: {k: v for k, v in blank_empty_sources(fn(text)).items() if k in names}  # noqa: E731
         return tf.cond(tf.size(text) > 0, translated, lambda: empty)
 
     def _decoding_model(self):
