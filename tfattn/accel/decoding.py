@@ -4,16 +4,16 @@ slices, a loop of its own for one sentence, a cheaper greedy choice, a two-pass 
 `decode` is the fast tier's `tfattn.decoding.loop.dynamic_decode`, with the same outputs:
 - `decode_one` replaces the loop's batch bookkeeping (finished flags, parents, padding after
   `[END]`) for a batch of one sentence, the shape a server answers most: its loop carries only the
-  step, the token and the state, and stops at `[END]`. The branch between it and the batch loop
-  costs nothing for the side not taken (`tfattn.accel.branch`).
+  step, the token and the state, and stops at `[END]`; the sentence has no padding to mask. The
+  branch between it and the batch loop costs nothing for the side not taken (`tfattn.accel.branch`).
 - `Compaction` replaces stepping every sentence until the slowest one ends: once a quarter of the
   sentences still decoded are done, the others' rows are gathered into a smaller batch, and each
   step's choices are scattered back to the sentences' places. Each sentence's arithmetic is its
   own, so the outputs are those of the plain loop; the time is that of the unfinished sentences.
 - `in_slices` replaces one loop over a batch with loops over row slices: a decoding loop is a chain
   of small ops, and TensorFlow runs independent chains at the same time, one per core.
-- `FastGreedy` masks padding and `[START]` out of the logits only in the rare step where one of
-  them wins the argmax (`output_argmax`); `FastBeamSearch` replaces `tf.math.top_k` over a beam's
+- `FastGreedy` masks padding and `[START]` out of a batch's logits only in the rare step where one
+  of them wins the argmax (`output_argmax`); `FastBeamSearch` replaces `tf.math.top_k` over a beam's
   rows of logits with an exact two-pass search (`top_k`): TopK costs about the same per element for
   any k > 1 on a CPU, while a max costs a tenth.
 
@@ -57,8 +57,8 @@ def _one_sentence(model, source, strategy, config):
     """One sentence: a loop of its own for greedy search and sampling, the batch loop for beam search."""
     if isinstance(strategy, BeamSearch):
         return compacted_decode(model, source, strategy, config)
-    return decode_one(model, source, strategy.choose, length_limits(source, config), config.max_length,
-                      step_function(model))
+    choose = getattr(strategy, "choose_one", strategy.choose)
+    return decode_one(model, source, choose, length_limits(source, config), config.max_length, step_function(model))
 
 
 def step_function(model):
@@ -68,10 +68,15 @@ def step_function(model):
 
 
 class FastGreedy(Greedy):
-    """`Greedy` whose choice masks padding and `[START]` only when one of them wins (`output_argmax`)."""
+    """`Greedy` whose choice for a batch masks padding and `[START]` only when one of them wins
+    (`output_argmax`). One sentence's loop takes `Greedy`'s own choice (`choose_one`): over one row,
+    masking them always costs less than the branch that decides whether to."""
 
     def choose(self, t, logits):
         return output_argmax(logits)
+
+    def choose_one(self, t, logits):
+        return super().choose(t, logits)
 
 
 class FastBeamSearch(BeamSearch):
@@ -164,12 +169,19 @@ def decode_one(model, source, choose, limit, max_length, step):
     """`tfattn.decoding.loop.dynamic_decode` of one sentence `(1, t_in)` by greedy search or
     sampling, with the same outputs (`ids`, `attention`, `length`).
 
+    The sentence's padding, if it has any, is cut before it is encoded, so the encoder and every
+    step's attention have none to mask (the memory's `mask` is dropped, `without_mask`); its
+    attention is padded back to `t_in` positions with zeros, the weights padding gets.
+
     Args:
         model: has `encode(source) -> (memory, state)`. choose: the strategy's `choose(t, logits)`.
         limit: `(1,)` int32, the sentence's output length limit. max_length: int, the loop's bound.
         step: the decoder's step function, `(token, state, memory) -> (logits, weights, state)`.
     """
-    memory, state = model.encode(source)
+    t_in = tf.shape(source)[1]
+    t_src = tf.math.count_nonzero(source[0], dtype=tf.int32)  # its tokens, before the padding
+    memory, state = model.encode(source[:, :t_src])  # (1, t_src)
+    memory = without_mask(memory)
     limit = limit[0]  # a scalar
     ids = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[1])
     attention = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[1, None])
@@ -184,8 +196,17 @@ def decode_one(model, source, choose, limit, max_length, step):
     *_, ids, attention = tf.while_loop(lambda t, token, *_: token[0] != END_ID, body, loop_vars,
                                        maximum_iterations=max_length)
     ids = tf.transpose(ids.stack())  # (1, t_out)
-    return {"ids": ids, "attention": tf.transpose(attention.stack(), [1, 0, 2]),  # (1, t_out, t_in)
+    attention = tf.transpose(attention.stack(), [1, 0, 2])  # (1, t_out, t_src)
+    return {"ids": ids, "attention": tf.pad(attention, [[0, 0], [0, 0], [0, t_in - t_src]]),  # (1, t_out, t_in)
             "length": tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)}  # (1,)
+
+
+def without_mask(memory):
+    """A memory without padding: the fast tier's (`tfattn.accel.attention.prepare_memory`) with its
+    `mask` None, so that no step masks its attention; any other memory as it is."""
+    if isinstance(memory, dict) and "mask" in memory:
+        return {**memory, "mask": None}
+    return memory
 
 
 class Compaction:
