@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfattn.accel import branch
+from tfattn.accel import seq2seq as fast
 from tfattn.data.text import END_ID, PAD_ID, START_ID
 from tfattn.decoding.loop import beam_rows, length_limits, parent_rows, source_ids, step_arrays
 from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
@@ -59,6 +60,15 @@ def _one_sentence(model, source, strategy, config):
         return compacted_decode(model, source, strategy, config)
     choose = getattr(strategy, "choose_one", strategy.choose)
     return decode_one(model, source, choose, length_limits(source, config), config.max_length, step_function(model))
+
+
+def encode_unpadded(model, source):
+    """`model.encode(source)` for a source without padding: the fast tier's encoder then reads no
+    mask and its memory holds none (`Stepping.encode(source, padded=False)`); another model encodes
+    as it does."""
+    if isinstance(model, fast.Stepping):
+        return model.encode(source, padded=False)
+    return model.encode(source)
 
 
 def step_function(model):
@@ -170,8 +180,8 @@ def decode_one(model, source, choose, limit, max_length, step):
     sampling, with the same outputs (`ids`, `attention`, `length`).
 
     The sentence's padding, if it has any, is cut before it is encoded, so the encoder and every
-    step's attention have none to mask (the memory's `mask` is dropped, `without_mask`); its
-    attention is padded back to `t_in` positions with zeros, the weights padding gets.
+    step's attention have none to mask (`encode_unpadded`); its attention is padded back to `t_in`
+    positions with zeros, the weights padding gets.
 
     Args:
         model: has `encode(source) -> (memory, state)`. choose: the strategy's `choose(t, logits)`.
@@ -180,8 +190,7 @@ def decode_one(model, source, choose, limit, max_length, step):
     """
     t_in = tf.shape(source)[1]
     t_src = tf.math.count_nonzero(source[0], dtype=tf.int32)  # its tokens, before the padding
-    memory, state = model.encode(source[:, :t_src])  # (1, t_src)
-    memory = without_mask(memory)
+    memory, state = encode_unpadded(model, source[:, :t_src])  # (1, t_src)
     limit = limit[0]  # a scalar
     ids = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[1])
     attention = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[1, None])
@@ -199,14 +208,6 @@ def decode_one(model, source, choose, limit, max_length, step):
     attention = tf.transpose(attention.stack(), [1, 0, 2])  # (1, t_out, t_src)
     return {"ids": ids, "attention": tf.pad(attention, [[0, 0], [0, 0], [0, t_in - t_src]]),  # (1, t_out, t_in)
             "length": tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)}  # (1,)
-
-
-def without_mask(memory):
-    """A memory without padding: the fast tier's (`tfattn.accel.attention.prepare_memory`) with its
-    `mask` None, so that no step masks its attention; any other memory as it is."""
-    if isinstance(memory, dict) and "mask" in memory:
-        return {**memory, "mask": None}
-    return memory
 
 
 class Compaction:
