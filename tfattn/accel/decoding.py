@@ -12,8 +12,8 @@ slices, a loop of its own for one sentence, a cheaper greedy choice, a two-pass 
   own, so the outputs are those of the plain loop; the time is that of the unfinished sentences.
 - `in_slices` replaces one loop over a batch with loops over row slices: a decoding loop is a chain
   of small ops, and TensorFlow runs independent chains at the same time, one per core.
-- `FastGreedy` masks padding and `[START]` out of a batch's logits only in the rare step where one
-  of them wins the argmax (`output_argmax`); `FastBeamSearch` replaces `tf.math.top_k` over a beam's
+- `FastGreedy` masks padding and `[START]` out of the logits only in the rare step where one of
+  them wins the argmax (`output_argmax`); `FastBeamSearch` replaces `tf.math.top_k` over a beam's
   rows of logits with an exact two-pass search (`top_k`): TopK costs about the same per element for
   any k > 1 on a CPU, while a max costs a tenth.
 
@@ -58,8 +58,8 @@ def _one_sentence(model, source, strategy, config):
     """One sentence: a loop of its own for greedy search and sampling, the batch loop for beam search."""
     if isinstance(strategy, BeamSearch):
         return compacted_decode(model, source, strategy, config)
-    choose = getattr(strategy, "choose_one", strategy.choose)
-    return decode_one(model, source, choose, length_limits(source, config), config.max_length, step_function(model))
+    return decode_one(model, source, strategy.choose, length_limits(source, config), config.max_length,
+                      step_function(model))
 
 
 def encode_unpadded(model, source):
@@ -78,15 +78,10 @@ def step_function(model):
 
 
 class FastGreedy(Greedy):
-    """`Greedy` whose choice for a batch masks padding and `[START]` only when one of them wins
-    (`output_argmax`). One sentence's loop takes `Greedy`'s own choice (`choose_one`): over one row,
-    masking them always costs less than the branch that decides whether to."""
+    """`Greedy` whose choice masks padding and `[START]` only when one of them wins (`output_argmax`)."""
 
     def choose(self, t, logits):
         return output_argmax(logits)
-
-    def choose_one(self, t, logits):
-        return super().choose(t, logits)
 
 
 class FastBeamSearch(BeamSearch):
