@@ -403,3 +403,19 @@ def test_latency_reads_the_lengths_of_ours_or_a_peers_outputs():
     peer = {"text": tf.constant([b"a b"]), "attention": tf.zeros([1, 5, 7])}  # (batch, t_out, t_in)
     assert latency.lengths(peer) == (7, 5)
     assert latency.lengths({"text": tf.constant([b"a b"])}) is None  # translate_text: measured apart
+
+
+# --- bench/ops.py ---------------------------------------------------------------------------------
+
+
+def test_ops_reads_lengths_and_fits_node_counts():
+    import ops
+
+    ours = {"input_tokens": np.array([[b"[START]", b"x", b"[END]", b""]]), "length": np.array([2])}
+    assert ops.lengths_of(ours) == (3, 2)
+    assert ops.lengths_of({"attention": np.zeros([1, 4, 6]), "text": np.array([b"a"])}) == (6, 4)
+    assert ops.lengths_of({"text": np.array([b"a"])}) is None
+    t_in, t_out = np.array([4.0, 6.0, 10.0, 12.0]), np.array([3.0, 8.0, 5.0, 12.0])
+    counts = 500 + 90 * t_in + 150 * t_out  # nodes: 500 once, 90 a source token, 150 an output token
+    assert ops.node_fit(counts, t_in, t_out) == {"fixed": 500.0, "per_source_token": 90.0,
+                                                 "per_output_token": 150.0, "r2": 1.0}
