@@ -155,10 +155,10 @@ def measure(path, sources, refs, speed_only=False):
     return result, greedy_hyps
 
 
-def serving_fn(path):
-    """`fn(text)` for an export's serving signature with one string input, whatever its name (ours,
-    or a peer's)."""
-    signature = tf.saved_model.load(path).signatures["serving_default"]
+def serving_fn(path, signature="serving_default"):
+    """`fn(text)` for an export's signature with one string input, whatever its name (ours, or a
+    peer's); by default its serving signature."""
+    signature = tf.saved_model.load(path).signatures[signature]
     (name,) = signature.structured_input_signature[1]
     return lambda text: signature(**{name: text})
 

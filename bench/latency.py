@@ -9,7 +9,12 @@ with `t_in` the source tokens the encoder read (`[START]` and `[END]` included) 
 decoder steps taken (`length`, `[END]` included). Prints one JSON object: the three coefficients in
 ms, the fit's R^2, and p50 latency by thirds of the sample (short, middle, long sentences).
 
-Usage: python bench/latency.py --export EXPORT [--sentences 300] [--rounds 3] [--threads 2,1]
+`--signature` times another greedy signature with one string input: `translate_text` (the lengths
+then come from the export's `translate`, called apart and not timed), or a peer's `serving_default`
+whose `attention (batch, t_out, t_in)` gives them (the 2021 tutorial's export).
+
+Usage: python bench/latency.py --export EXPORT [--signature translate] [--sentences 300] [--rounds 3]
+       [--threads 2,1]
 """
 
 import argparse
@@ -27,22 +32,34 @@ spa.quiet_tensorflow()
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from decode import serving_fn  # noqa: E402
 from machine import matmul_gflops  # noqa: E402
 from tfattn.cli import set_threads, threads  # noqa: E402
 
 
-def timed_lengths(fn, texts, rounds):
-    """`(seconds, t_in, t_out)` arrays: each text's fastest time alone, and its two lengths."""
+def lengths(out):
+    """`(t_in, t_out)` of one sentence from a signature's outputs: from ours' `input_tokens` and
+    `length`, or from a peer's `attention (1, t_out, t_in)`; None when they hold neither."""
+    if "length" in out:
+        return int(tf.reduce_sum(tf.cast(out["input_tokens"][0] != b"", tf.int32))), int(out["length"][0])
+    if "attention" in out:
+        return int(out["attention"].shape[2]), int(out["attention"].shape[1])
+    return None
+
+
+def timed_lengths(fn, texts, rounds, measure=None):
+    """`(seconds, t_in, t_out)` arrays: each text's fastest time alone through `fn(text)`, and its two
+    lengths, from `fn`'s outputs or else from `measure(text)`'s (not timed)."""
     best = np.full(len(texts), np.inf)
     t_in, t_out = np.zeros(len(texts)), np.zeros(len(texts))
-    for _ in range(rounds):
+    for r in range(rounds):
         for i, text in enumerate(texts):
             start = time.perf_counter()
-            out = fn(text=tf.constant([text]))
+            out = fn(tf.constant([text]))
             out["text"].numpy()
             best[i] = min(best[i], time.perf_counter() - start)
-            t_in[i] = int(tf.reduce_sum(tf.cast(out["input_tokens"][0] != b"", tf.int32)))
-            t_out[i] = int(out["length"][0])
+            if r == 0:
+                t_in[i], t_out[i] = lengths(out) or lengths(measure(tf.constant([text])))
     return best, t_in, t_out
 
 
@@ -59,6 +76,9 @@ def fit(seconds, t_in, t_out):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", required=True)
+    parser.add_argument("--signature", default="translate",
+                        help="the greedy signature timed: translate (the default), translate_text, or a "
+                             "peer's serving_default")
     parser.add_argument("--sentences", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=threads, metavar="INTER,INTRA")
@@ -67,14 +87,16 @@ def main():
         set_threads(args.threads)
     import tensorflow_text  # noqa: F401  (the text ops of the export)
 
-    fn = tf.saved_model.load(args.export).signatures["translate"]
+    fn = serving_fn(args.export, args.signature)
+    measure = serving_fn(args.export, "translate") if args.signature == "translate_text" else None
     texts = spa.spread([s for s, _ in spa.splits()["test"]], args.sentences)
     for text in texts[:10]:  # warm up
-        fn(text=tf.constant([text]))
-    seconds, t_in, t_out = timed_lengths(fn, texts, args.rounds)
+        fn(tf.constant([text]))
+    seconds, t_in, t_out = timed_lengths(fn, texts, args.rounds, measure)
     thirds = np.array_split(np.arange(len(texts)), 3)
     print(json.dumps({
-        "benchmark": "latency", "matmul_gflops": round(matmul_gflops(), 1), "sentences": len(texts),
+        "benchmark": "latency", "matmul_gflops": round(matmul_gflops(), 1), "signature": args.signature,
+        "sentences": len(texts),
         "threads": dict(zip(("inter_op", "intra_op"), args.threads or (0, 0))),
         "p50_ms": round(1000 * float(np.median(seconds)), 2), **fit(seconds, t_in, t_out),
         "mean_t_in": round(float(t_in.mean()), 1), "mean_t_out": round(float(t_out.mean()), 1),

@@ -8,12 +8,13 @@ export: `p50_ms` (median over sentences of the fastest round), `sentences_per_s`
 of each batch's fastest round), and `time_ratio_*` (below 1: faster than the first export).
 
 Each export's serving signature must take one string tensor `[batch]` and return `text` (ours and
-the 2021 tutorial's do).
+the 2021 tutorial's do). `NAME=EXPORT@SIGNATURE` times another signature of that kind instead, such as
+our exports' `translate_text`.
 
 With `--beam K`, batches of 64 are also decoded by beam search of width K through each export's
 `translate_beam` signature (tfattn exports only), reported as `beam_K_batch_64`.
 
-Usage: python bench/paired.py [--threads 2,1] [--rounds 5] [--sentences 150] [--beam 4] NAME=EXPORT ...
+Usage: python bench/paired.py [--threads 2,1] [--rounds 5] [--sentences 150] [--beam 4] NAME=EXPORT[@SIGNATURE] ...
 """
 
 import argparse
@@ -70,7 +71,8 @@ def main():
         set_threads(args.threads)
     import tensorflow_text  # noqa: F401  (the text ops of the exports)
 
-    fns = {name: serving_fn(path) for name, path in (spec.split("=", 1) for spec in args.exports)}
+    fns = {name: serving_fn(*export_and_signature(spec))
+           for name, spec in (spec.split("=", 1) for spec in args.exports)}
     texts = [source for source, _ in spa.splits()["test"]]
     singles = [[text] for text in spa.spread(texts, args.sentences)]
     batches = [texts[i : i + 64] for i in range(0, len(texts), 64)]
@@ -87,9 +89,18 @@ def main():
         "greedy_batch_64": summary(many, per_second),
     }
     if args.beam:
-        beams = {name: beam_fn(path, args.beam) for name, path in (spec.split("=", 1) for spec in args.exports)}
+        beams = {name: beam_fn(export_and_signature(spec)[0], args.beam)
+                 for name, spec in (spec.split("=", 1) for spec in args.exports)}
         figures[f"beam_{args.beam}_batch_64"] = summary(paired_times(beams, batches, args.rounds), per_second)
     print(json.dumps(figures))
+
+
+def export_and_signature(spec):
+    """`"EXPORT@SIGNATURE"` -> `(EXPORT, SIGNATURE)`; `"EXPORT"` -> `(EXPORT, "serving_default")`."""
+    path, at, signature = spec.rpartition("@")
+    if not at or "/" in signature:
+        return spec, "serving_default"
+    return path, signature
 
 
 def beam_fn(path, width):

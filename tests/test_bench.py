@@ -228,6 +228,15 @@ def test_paired_times_times_every_input_for_every_function_each_round(clock):
     assert [tuple(order[i : i + 3]) for i in range(0, len(order), 3)] == groups
 
 
+@pytest.mark.parametrize("spec, expected", [
+    ("runs/x/export", ("runs/x/export", "serving_default")),
+    ("runs/x/export@translate_text", ("runs/x/export", "translate_text")),
+    ("/a@b/export", ("/a@b/export", "serving_default")),  # an @ inside the path is no signature
+])
+def test_an_export_may_name_its_signature(spec, expected):
+    assert paired.export_and_signature(spec) == expected
+
+
 def test_summary_takes_the_fastest_round_and_the_median_ratio_to_the_first_export():
     times = {"first": np.array([[2.0, 4.0], [1.0, 8.0]]),  # (rounds, inputs)
              "other": np.array([[1.0, 3.0], [3.0, 2.0]]),
@@ -396,3 +405,30 @@ def test_xla_bench_takes_one_batch_per_shape_from_short_to_long():
                                           ((2, 16), (2, 16)), ((2, 24), (2, 32))]
     chosen = xla.one_per_shape(epoch, 3)  # five shapes by area 64, 128, 128, 256, 768: the 1st, 2nd, 4th
     assert [(s.shape[1], t.shape[1]) for s, t in chosen] == [(8, 8), (8, 16), (16, 16)]
+
+
+def test_latency_reads_the_lengths_of_ours_or_a_peers_outputs():
+    import latency
+
+    ours = {"text": tf.constant([b"a b"]), "input_tokens": tf.constant([[b"[START]", b"x", b"y", b"[END]", b""]]),
+            "length": tf.constant([3])}
+    assert latency.lengths(ours) == (4, 3)  # the padding is not a source token
+    peer = {"text": tf.constant([b"a b"]), "attention": tf.zeros([1, 5, 7])}  # (batch, t_out, t_in)
+    assert latency.lengths(peer) == (7, 5)
+    assert latency.lengths({"text": tf.constant([b"a b"])}) is None  # translate_text: measured apart
+
+
+# --- bench/ops.py ---------------------------------------------------------------------------------
+
+
+def test_ops_reads_lengths_and_fits_node_counts():
+    import ops
+
+    ours = {"input_tokens": np.array([[b"[START]", b"x", b"[END]", b""]]), "length": np.array([2])}
+    assert ops.lengths_of(ours) == (3, 2)
+    assert ops.lengths_of({"attention": np.zeros([1, 4, 6]), "text": np.array([b"a"])}) == (6, 4)
+    assert ops.lengths_of({"text": np.array([b"a"])}) is None
+    t_in, t_out = np.array([4.0, 6.0, 10.0, 12.0]), np.array([3.0, 8.0, 5.0, 12.0])
+    counts = 500 + 90 * t_in + 150 * t_out  # nodes: 500 once, 90 a source token, 150 an output token
+    assert ops.node_fit(counts, t_in, t_out) == {"fixed": 500.0, "per_source_token": 90.0,
+                                                 "per_output_token": 150.0, "r2": 1.0}

@@ -103,6 +103,20 @@ def test_the_stepper_equals_decoder_step(kind, token_tables):
             assert_close(fast_state[key], state[key], key)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_sentence_alone_decodes_as_on_the_reference_tier(kind):
+    """Greedy search of a batch of one takes the fast tier's own loop, which cuts the sentence's
+    padding and masks nothing; the reference loop masks it. Sentence 0 keeps its two padding positions."""
+    model = model_of(kind)
+    for b in range(len(SOURCE)):
+        reference, got = greedy(model, SOURCE[b : b + 1], accel=False), greedy(model, SOURCE[b : b + 1], accel=True)
+        np.testing.assert_array_equal(got["ids"], reference["ids"])
+        np.testing.assert_array_equal(got["length"], reference["length"])
+        assert got["attention"].shape == reference["attention"].shape  # (1, t_out, 6): padding's columns too
+        assert_close(got["attention"], reference["attention"])
+    assert (greedy(model, SOURCE[:1], accel=True)["attention"].numpy()[..., 4:] == 0).all()  # padding: no weight
+
+
 @pytest.mark.parametrize("kind", ["local-m-feed", "hard-local-p-nofeed", "cosine-feed"])
 def test_decoding_gives_the_same_outputs_on_both_tiers(kind):
     model = model_of(kind)

@@ -103,6 +103,12 @@ def test_encoder_loop_equals_the_keras_layers(kind, bidirectional, num_layers):
     np.testing.assert_allclose(outputs, keras_outputs, atol=1e-5)
     for name in state:
         np.testing.assert_allclose(state[name], keras_state[name], atol=1e-5)
+    # A sentence without padding, said to have none: the loop without masks, the same numbers.
+    outputs, state, _ = fast_encoder.encode(encoder, source[1:2], padded=False)
+    keras_outputs, keras_state, _ = encoder(source[1:2])
+    np.testing.assert_allclose(outputs, keras_outputs, atol=1e-5)
+    for name in state:
+        np.testing.assert_allclose(state[name], keras_state[name], atol=1e-5)
 
 
 def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
@@ -123,7 +129,8 @@ def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
 
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
-def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind):
+@pytest.mark.parametrize("padded", [True, False])  # False: the caller says there is no padding
+def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind, padded):
     """In inference `run_masked` steps a batch without padding without reading masks: the outputs
     and final states of Keras' RNN layers over the same cells (the second direction reversed)."""
     import tensorflow as tf
@@ -133,7 +140,10 @@ def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind):
     directions = [(rnn.project_inputs(w, x), w, reverse)
                   for w, reverse in zip([rnn.cell_weights(c, "float32") for c in cells], (False, True))]
     mask = tf.ones([2, 3], tf.bool)
-    got = tf.function(lambda: rnn.run_masked(kind, directions, mask))()
+    run = tf.function(lambda: rnn.run_masked(kind, directions, mask, padded=padded))
+    kinds = [op.type for op in run.get_concrete_function().graph.get_operations()]
+    assert ("If" in kinds or "StatelessIf" in kinds) == padded  # the branch runs only when padding may be
+    got = run()
     for cell, reverse, (got_outputs, got_state) in zip(cells, (False, True), zip(*got)):
         layer = keras.layers.RNN(cell, return_sequences=True, return_state=True, go_backwards=reverse)
         want_outputs, *want_states = layer(x)  # a zero initial state, as run_masked's

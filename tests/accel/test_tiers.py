@@ -150,6 +150,20 @@ def test_twenty_training_steps_give_the_same_losses_on_both_tiers():
     assert losses[True][-1] < 0.7 * losses[True][0]  # it trained: the comparison is not of flat lines
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_sentence_alone_decodes_as_on_the_reference_tier(kind):
+    """Greedy search of a batch of one takes the fast tier's own loop, which cuts the sentence's
+    padding and masks nothing; the reference loop masks it. Sentence 0 keeps its two padding positions."""
+    model = model_of(kind)
+    for b in range(len(SOURCE)):
+        reference, got = greedy(model, SOURCE[b : b + 1], accel=False), greedy(model, SOURCE[b : b + 1], accel=True)
+        np.testing.assert_array_equal(got["ids"], reference["ids"])
+        np.testing.assert_array_equal(got["length"], reference["length"])
+        assert got["attention"].shape == reference["attention"].shape  # (1, t_out, 6): padding's columns too
+        assert_close(got["attention"], reference["attention"])
+    assert (greedy(model, SOURCE[:1], accel=True)["attention"].numpy()[..., 4:] == 0).all()  # padding: no weight
+
+
 @pytest.mark.parametrize("kind", ["bahdanau-lstm", "luong-feed-gru", "luong-nofeed-gru"])
 def test_decoding_gives_the_same_outputs_on_both_tiers(kind):
     model = model_of(kind)

@@ -129,6 +129,45 @@ def test_tokens_and_ids_dense_with_markers_truncation_and_padding():
     assert empty_tokens.shape == empty_ids.shape == (0, 2)
 
 
+WORD_TEXTS = ["a b", "", "   ", "b a b c a", "¿Todavía?", "x" * 100, "a " * 50, "\t a\nb ", b"\xff\xfe", "😀 🎉"]
+
+
+def marked_words_oracle(tok, texts, max_length):
+    """Tokens and ids built in Python from `split`'s ragged words: `[START]`, the first `max_length - 2`
+    words, `[END]`, "" padding to the longest; ids from the vocabulary's positions, 1 if unknown."""
+    rows = [[b"[START]", *w[: max_length - 2], b"[END]"] for w in tok.split(texts).to_list()]
+    rows = [r + [b""] * (max(map(len, rows)) - len(r)) for r in rows]
+    ids_of = {t.encode(): i for i, t in enumerate(tok.vocabulary)}
+    return rows, [[ids_of.get(t, 1) if t else 0 for t in r] for r in rows]
+
+
+@pytest.mark.parametrize("max_length", [2, 3, 6, 40])
+def test_word_tokens_are_the_split_words_between_markers(max_length):
+    """The word level cuts and marks its words while each text is one string, then splits once; the
+    oracle splits first (the ragged path the other levels take)."""
+    tok = Tokenizer(["a", "b", "¿", "?", "todavi\u0301a", "x" * 100], level="word")
+    want_tokens, want_ids = marked_words_oracle(tok, WORD_TEXTS, max_length)
+    tokens, ids_ = tok.tokens_and_ids(tf.constant(WORD_TEXTS), max_length=max_length)
+    assert tokens.numpy().tolist() == want_tokens
+    assert ids_.numpy().tolist() == want_ids
+
+
+def test_word_tokens_over_spa_eng_test():
+    """Both sides of spa-eng TEST (2,380 sentences, some longer than 40 tokens) against the oracle."""
+    from conftest import shared_data
+    from tfattn.data.corpora import load_anki, split_pairs
+
+    parts = split_pairs(load_anki(shared_data("spa-eng", "spa.txt")))
+    for side in (0, 1):
+        tok = Tokenizer.adapt([p[side] for p in parts["train"][::20]], max_tokens=3000, max_length=40)
+        texts = [p[side] for p in parts["test"]]
+        for max_length in (40, 8):
+            want_tokens, want_ids = marked_words_oracle(tok, texts, max_length)
+            tokens, ids_ = tok.tokens_and_ids(tf.constant(texts), max_length=max_length)
+            assert tokens.numpy().tolist() == want_tokens
+            assert ids_.numpy().tolist() == want_ids
+
+
 def test_detokenize_skips_markers_between_words_and_leaves_no_extra_spaces():
     tok = Tokenizer.adapt(TINY)  # ids: cat 4, the 5, a 6, dog 7
     assert tok.detokenize([[5, 0, 2, 4, 3, 0, 7], [0, 0, 0, 0, 0, 0, 0]]).numpy().tolist() == [

@@ -27,10 +27,11 @@ MIXED = ["tue 5 march 2019", "5.3.19", "", "   ", "x" * 10000, b"\xff\xfe\xc3(",
     ("translate", {"text": tf.string}, OUTPUTS),
     ("serving_default", {"text": tf.string}, OUTPUTS),
     ("translate_beam", {"text": tf.string, "beam_width": tf.int32, "length_penalty": tf.float32}, BEAM_OUTPUTS),
+    ("translate_text", {"text": tf.string}, {"text": tf.string}),
 ])
 def test_signature_names_and_types(exported_dates, name, inputs, outputs):
     loaded = load(exported_dates)
-    assert set(loaded.signatures) == {"translate", "serving_default", "translate_beam"}
+    assert set(loaded.signatures) == {"translate", "serving_default", "translate_beam", "translate_text"}
     signature = loaded.signatures[name]
     assert {k: v.dtype for k, v in signature.structured_input_signature[1].items()} == inputs
     got = signature.structured_outputs
@@ -47,6 +48,7 @@ def test_config_and_vocabulary_assets(exported_dates, dates_translator):
     assert config["source_tokenizer"]["level"] == "char" and config["decode"]["max_length"] == 14
     assert config["accel"] is True  # the fast tier decodes, the default
     assert config["signatures"]["translate_beam"]["outputs"][-2:] == ["nbest_text", "nbest_score"]
+    assert config["signatures"]["translate_text"] == {"inputs": ["text"], "outputs": ["text"]}
     assets = os.path.join(exported_dates, "assets")
     assert sorted(os.listdir(assets)) == sorted([CONFIG_FILE, "source_vocab.txt", "target_vocab.txt"])
     lines = open(os.path.join(assets, "target_vocab.txt"), encoding="utf-8").read().split("\n")[:-1]

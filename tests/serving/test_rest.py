@@ -29,7 +29,9 @@ def examples(loaded):
     """The page's examples, produced: {NAME: JSON}."""
     greedy = rest.rest_request(["5.3.19", "1 may 2020"])
     beam = rest.rest_request(["5.3.19"], beam_width=2, length_penalty=0.6)
+    text = rest.rest_request(["5.3.19", "1 may 2020"], signature="translate_text")
     return {"translate-request": greedy, "translate-response": rest.predict_locally(loaded, greedy),
+            "text-request": text, "text-response": rest.predict_locally(loaded, text),
             "beam-request": beam, "beam-response": rest.predict_locally(loaded, beam)}
 
 
@@ -100,7 +102,8 @@ def test_json_numbers_serve_the_typed_scalars(versioned):
 
 
 @pytest.mark.parametrize("args,message", [
-    (("5.3.19",), "list of str"), (([b"5.3.19"],), "list of str"), ((["x"], None, 0.6), "needs a beam_width")])
+    (("5.3.19",), "list of str"), (([b"5.3.19"],), "list of str"), ((["x"], None, 0.6), "needs a beam_width"),
+    ((["x"], None, None, "translate_beam"), "signature must be one of")])
 def test_bad_requests_are_named(args, message):
     with pytest.raises(ValueError, match=message):
         rest.rest_request(*args)

@@ -4,8 +4,8 @@ slices, a loop of its own for one sentence, a cheaper greedy choice, a two-pass 
 `decode` is the fast tier's `tfattn.decoding.loop.dynamic_decode`, with the same outputs:
 - `decode_one` replaces the loop's batch bookkeeping (finished flags, parents, padding after
   `[END]`) for a batch of one sentence, the shape a server answers most: its loop carries only the
-  step, the token and the state, and stops at `[END]`. The branch between it and the batch loop
-  costs nothing for the side not taken (`tfattn.accel.branch`).
+  step, the token and the state, and stops at `[END]`; the sentence has no padding to mask. The
+  branch between it and the batch loop costs nothing for the side not taken (`tfattn.accel.branch`).
 - `Compaction` replaces stepping every sentence until the slowest one ends: once a quarter of the
   sentences still decoded are done, the others' rows are gathered into a smaller batch, and each
   step's choices are scattered back to the sentences' places. Each sentence's arithmetic is its
@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfattn.accel import branch
+from tfattn.accel import seq2seq as fast
 from tfattn.data.text import END_ID, PAD_ID, START_ID
 from tfattn.decoding.loop import beam_rows, length_limits, parent_rows, source_ids, step_arrays
 from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
@@ -59,6 +60,15 @@ def _one_sentence(model, source, strategy, config):
         return compacted_decode(model, source, strategy, config)
     return decode_one(model, source, strategy.choose, length_limits(source, config), config.max_length,
                       step_function(model))
+
+
+def encode_unpadded(model, source):
+    """`model.encode(source)` for a source without padding: the fast tier's encoder then reads no
+    mask and its memory holds none (`Stepping.encode(source, padded=False)`); another model encodes
+    as it does."""
+    if isinstance(model, fast.Stepping):
+        return model.encode(source, padded=False)
+    return model.encode(source)
 
 
 def step_function(model):
@@ -164,12 +174,18 @@ def decode_one(model, source, choose, limit, max_length, step):
     """`tfattn.decoding.loop.dynamic_decode` of one sentence `(1, t_in)` by greedy search or
     sampling, with the same outputs (`ids`, `attention`, `length`).
 
+    The sentence's padding, if it has any, is cut before it is encoded, so the encoder and every
+    step's attention have none to mask (`encode_unpadded`); its attention is padded back to `t_in`
+    positions with zeros, the weights padding gets.
+
     Args:
         model: has `encode(source) -> (memory, state)`. choose: the strategy's `choose(t, logits)`.
         limit: `(1,)` int32, the sentence's output length limit. max_length: int, the loop's bound.
         step: the decoder's step function, `(token, state, memory) -> (logits, weights, state)`.
     """
-    memory, state = model.encode(source)
+    t_in = tf.shape(source)[1]
+    t_src = tf.math.count_nonzero(source[0], dtype=tf.int32)  # its tokens, before the padding
+    memory, state = encode_unpadded(model, source[:, :t_src])  # (1, t_src)
     limit = limit[0]  # a scalar
     ids = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[1])
     attention = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=[1, None])
@@ -184,7 +200,8 @@ def decode_one(model, source, choose, limit, max_length, step):
     *_, ids, attention = tf.while_loop(lambda t, token, *_: token[0] != END_ID, body, loop_vars,
                                        maximum_iterations=max_length)
     ids = tf.transpose(ids.stack())  # (1, t_out)
-    return {"ids": ids, "attention": tf.transpose(attention.stack(), [1, 0, 2]),  # (1, t_out, t_in)
+    attention = tf.transpose(attention.stack(), [1, 0, 2])  # (1, t_out, t_src)
+    return {"ids": ids, "attention": tf.pad(attention, [[0, 0], [0, 0], [0, t_in - t_src]]),  # (1, t_out, t_in)
             "length": tf.math.count_nonzero(ids, axis=1, dtype=tf.int32)}  # (1,)
 
 

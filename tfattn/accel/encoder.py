@@ -13,8 +13,9 @@ from tfattn.accel import loops, rnn
 from tfattn.config import recurrent_path
 
 
-def encode(encoder, source, training=False):
-    """`encoder(source, training)` by the fast path: `(outputs, state, mask)` as `Encoder.call` returns."""
+def encode(encoder, source, training=False, padded=True):
+    """`encoder(source, training)` by the fast path: `(outputs, state, mask)` as `Encoder.call` returns.
+    `padded=False` says the source has no padding (`rnn.run_masked`)."""
     if recurrent_path(accel=True) == "cudnn":  # the Keras layers, for cuDNN
         return encoder(source, training=training)
     # 1. Embed; padding (id 0) is masked, as in `Encoder.call`.
@@ -24,11 +25,11 @@ def encode(encoder, source, training=False):
     for i, layer in enumerate(encoder.rnn_layers):
         if i:
             x = encoder.dropout_layer(x, training=training)
-        x, states = _run_layer(encoder, layer, x, mask, training)
+        x, states = _run_layer(encoder, layer, x, mask, training, padded)
     return x, encoder.merge_states(states), mask
 
 
-def _run_layer(encoder, layer, x, mask, training):
+def _run_layer(encoder, layer, x, mask, training, padded):
     """One (bidirectional) recurrent layer: outputs `(batch, t_in, units)` and its final states, in the
     order a Keras layer returns them."""
     cells = [layer.forward_layer.cell, layer.backward_layer.cell] if encoder.bidirectional else [layer.cell]
@@ -39,6 +40,6 @@ def _run_layer(encoder, layer, x, mask, training):
         results = loops.gru(runs, mask)
         outputs, states = [out for out, _ in results], [{"h": h} for _, h in results]
     else:
-        outputs, states = rnn.run_masked(encoder.rnn, directions, mask, training)
+        outputs, states = rnn.run_masked(encoder.rnn, directions, mask, training, padded)
     flat = [state[k] for state in states for k in ("h", "c") if k in state]
     return ops.concatenate(outputs, axis=-1), flat  # (batch, t_in, units)

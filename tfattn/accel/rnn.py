@@ -118,7 +118,7 @@ def step(kind, gates_x, state, weights):
     return h, {"h": h, "c": c}
 
 
-def run_masked(kind, directions, mask, training=False):
+def run_masked(kind, directions, mask, training=False, padded=True):
     """Runs RNNs over right-padded sequences, all in one `tf.while_loop`, skipping padding.
 
     A bidirectional encoder passes two directions: their steps are independent, so the two chains
@@ -135,13 +135,16 @@ def run_masked(kind, directions, mask, training=False):
         training: bool. In training every batch runs the masked loop, which TensorFlow
             differentiates. (A GRU trains faster in `tfattn.accel.loops.gru`, the same steps with
             their backward pass written out; `tfattn.accel.encoder` chooses.)
+        padded: bool. `False` says that no sequence has padding (one sentence with its padding
+            cut), so the loop that reads no mask runs without a branch deciding it when the graph
+            runs. Defaults to `True`.
 
     Returns:
         `(outputs, states)`: per direction, outputs `(batch, t, units)` and the final state dict.
     """
     zeros = [zero_state(g, w) for g, w, _ in directions]
-    if training:
-        return _loop(kind, directions, mask, zeros, masked=True)
+    if training or not padded:
+        return _loop(kind, directions, mask, zeros, masked=padded)
     # In inference, a batch without padding (one sentence, say) skips the masks' reads and selects:
     # 60 graph nodes a step instead of 78 for two GRU directions.
     return branch.cond(tf.reduce_all(mask), lambda: _loop(kind, directions, mask, zeros, masked=False),

@@ -24,10 +24,13 @@ def forward(model, source, target_in, training=False):
     return fast_decoder.teacher_forced(model.decoder, target_in, outputs, state, mask, training)
 
 
-def encode(model, source):
-    """`model.encode(source)`: `(memory, state)` for a decoding loop."""
-    outputs, state, mask = fast_encoder.encode(model.encoder, source)
-    return fast_attention.prepare_memory(model.decoder, outputs, mask), model.decoder.initial_state(state)
+def encode(model, source, padded=True):
+    """`model.encode(source)`: `(memory, state)` for a decoding loop. `padded=False` says the source
+    has no padding (one sentence with its padding cut): the encoder then reads no mask, and the
+    memory holds none for the attention to apply."""
+    outputs, state, mask = fast_encoder.encode(model.encoder, source, padded=padded)
+    memory = fast_attention.prepare_memory(model.decoder, outputs, mask if padded else None)
+    return memory, model.decoder.initial_state(state)
 
 
 stepper = fast_decoder.stepper
@@ -64,8 +67,8 @@ class Stepping:
     def vocab_size(self):
         return self.model.decoder.vocab_size
 
-    def encode(self, source):
-        return encode(self.model, source)
+    def encode(self, source, padded=True):
+        return encode(self.model, source, padded)
 
     def stepper(self):
         return stepper(self.model.decoder, None if self.weights is None else self.weights())

@@ -32,6 +32,7 @@ NORMALIZATIONS = ("NFKD", "NFKC", "NFD", "NFC")
 
 # Any character that is not a letter, a combining mark, a digit or a space is a token of its own.
 _PUNCTUATION = r"([^\pL\pM\pN\s])"
+_MAX_REPEAT = 1000  # the largest count `{n}` a regular expression takes (RE2)
 
 
 class Tokenizer(tf.Module):
@@ -204,22 +205,42 @@ class Tokenizer(tf.Module):
     def tokens_and_ids(self, texts, max_length=None):
         """`(batch,)` strings -> `(tokens, ids)`: tokens `[START] ... [END]`, at most `max_length`
         (defaults to the tokenizer's), and their ids, both `(batch, t)`, right-padded with "" and 0.
-
-        Truncation and markers are done on dense tensors: 52-61 graph nodes after `split`, where
-        ragged slicing and concat took 196, which every translation paid for. An empty batch gives
-        `(0, 2)` tensors.
+        An empty batch gives `(0, 2)` tensors.
         """
         max_length = self.max_length if max_length is None else max_length
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 2:
             raise ValueError(f"max_length must be an int >= 2. Received: max_length={max_length!r}")
-        words = self.split(texts)  # (batch, None) ragged
+        if self.level == "word" and max_length - 3 <= _MAX_REPEAT:
+            tokens = self._word_tokens(texts, max_length)
+        else:
+            tokens = self._marked(self.split(texts), max_length)
+        return tokens, tf.where(tokens == PAD, PAD_ID, self.lookup(tokens))
+
+    def _word_tokens(self, texts, max_length):
+        """Words: `(batch,)` strings -> tokens `(batch, t)`, `[START]`, the first `max_length - 2` words
+        and `[END]`, "" padding. The words are cut and the markers joined on while each text is one
+        string, then one split makes the dense tokens: about 15 graph nodes after `normalize`, where
+        splitting into a ragged tensor first took about 55, which every translation paid for."""
+        texts = self.normalize(tf.convert_to_tensor(texts, tf.string))  # words one space apart
+        n = max_length - 2
+        if n == 0:
+            texts = tf.zeros_like(texts)  # no word is kept: ""
+        else:  # the first n words and nothing after them
+            texts = tf.strings.regex_replace(texts, f"(?s)^((?:[^ ]+ ){{{n - 1}}}[^ ]+) .*", r"\1")
+        marked = tf.strings.join([START + " ", texts, " " + END])  # "[START]  [END]" without words
+        where, tokens, shape = tf.raw_ops.StringSplitV2(input=marked, sep="")  # split at runs of whitespace
+        return tf.scatter_nd(where, tokens, tf.maximum(shape, [0, 2]))  # (batch, t); (0, 2) for no text
+
+    def _marked(self, words, max_length):
+        """Ragged `(batch, None)` tokens -> `(batch, t)`, `[START]`, the first `max_length - 2` of them,
+        `[END]`, "" padding. Truncation and markers are done on dense tensors: 52-61 graph nodes, where
+        ragged slicing and concat took 196."""
         lengths = tf.minimum(words.row_lengths(), max_length - 2)  # (batch,)
         words = words.to_tensor(PAD)[:, : max_length - 2]  # (batch, w)
         batch = tf.shape(words)[0]
         tokens = tf.concat([tf.fill([batch, 1], START), words, tf.fill([batch, 1], PAD)], axis=1)  # (batch, w + 2)
         end = tf.range(tf.shape(tokens, out_type=tf.int64)[1]) == lengths[:, None] + 1  # (batch, w + 2)
-        tokens = tf.where(end, END, tokens)
-        return tokens, tf.where(tokens == "", PAD_ID, self.lookup(tokens))
+        return tf.where(end, END, tokens)
 
     def lookup(self, tokens):
         """String tokens (any shape, ragged or dense) -> int32 ids; unknown tokens -> `[UNK]`."""

@@ -4,7 +4,7 @@ TensorFlow Serving's `POST /v1/models/NAME:predict` takes a JSON body in one of 
 
 - row form, `{"signature_name": ..., "instances": [{"text": "..."}, ...]}`: one object per sentence,
   every input batched. The response is `{"predictions": [...]}`, one object per sentence holding
-  every output's row. `translate` takes this form.
+  every output's row. `translate` and `translate_text` take this form.
 - columnar form, `{"signature_name": ..., "inputs": {"text": [...], "beam_width": 4, ...}}`: one
   value per input, so an input may be a scalar. The response is `{"outputs": {...}}`, every output
   whole. `translate_beam`, whose `beam_width` and `length_penalty` are scalars, needs this form.
@@ -27,22 +27,28 @@ import json
 import numpy as np
 import tensorflow as tf
 
+GREEDY_SIGNATURES = ("translate", "translate_text")
 
-def rest_request(texts, beam_width=None, length_penalty=None):
-    """The JSON body (a dict) of a `:predict` request: `translate` in row form, or, with `beam_width`
-    (and `length_penalty`, default 0.6), `translate_beam` in columnar form.
+
+def rest_request(texts, beam_width=None, length_penalty=None, signature="translate"):
+    """The JSON body (a dict) of a `:predict` request: greedy `translate` (or `translate_text`) in row
+    form, or, with `beam_width` (and `length_penalty`, default 0.6), `translate_beam` in columnar form.
 
     Args:
         texts: list of str. The sentences.
-        beam_width: int or None. `None` for greedy `translate`.
+        beam_width: int or None. `None` for greedy decoding.
         length_penalty: float or None. The GNMT alpha of `translate_beam`.
+        signature: str. The greedy signature, `"translate"` or `"translate_text"` (the text alone).
+            Defaults to `"translate"`.
     """
     if isinstance(texts, (str, bytes)) or not all(isinstance(t, str) for t in texts):
         raise ValueError(f"texts must be a list of str. Received: texts={texts!r}")
+    if signature not in GREEDY_SIGNATURES:
+        raise ValueError(f"signature must be one of {GREEDY_SIGNATURES}. Received: signature={signature!r}")
     if beam_width is None:
         if length_penalty is not None:
             raise ValueError(f"length_penalty needs a beam_width. Received: length_penalty={length_penalty!r}")
-        return {"signature_name": "translate", "instances": [{"text": t} for t in texts]}
+        return {"signature_name": signature, "instances": [{"text": t} for t in texts]}
     alpha = 0.6 if length_penalty is None else float(length_penalty)
     return {"signature_name": "translate_beam",
             "inputs": {"text": list(texts), "beam_width": int(beam_width), "length_penalty": alpha}}

@@ -18,6 +18,12 @@ Signature `translate` (also `serving_default`), greedy decoding:
             attention     float32 [batch, t_out, t_in]
             length        int32   [batch]           non-padding entries of `tokens`
 
+Signature `translate_text`, greedy decoding, the translation alone: `translate`'s `text`, with less
+work per call (no output tokens, source tokens or attention to make and return), for servers whose
+clients read only the text:
+    input   text  string  [batch]
+    output  text  string  [batch]
+
 Signature `translate_beam`, beam search with the GNMT length penalty `((5 + len) / 6) ** alpha`:
     inputs  text            string  [batch]
             beam_width      int32   []    clamped to [1, min(target vocabulary, 64)]
@@ -72,6 +78,7 @@ TOKENIZER_OPS = ("core", "text")
 OUTPUTS = ("text", "tokens", "input_tokens", "attention", "length")
 BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score")
 HEADS_OUTPUTS = OUTPUTS + ("attention_heads",)
+TEXT_OUTPUTS = ("text",)
 
 
 class Translator(tf.Module):
@@ -134,6 +141,12 @@ class Translator(tf.Module):
         """Greedy translation of a `[batch]` string tensor; see the module docstring for outputs."""
         return self._unless_empty(text, self._greedy, OUTPUTS)
 
+    @tf.function(input_signature=[TEXT])
+    def translate_text(self, text):
+        """Greedy translation, the text alone: `translate`'s `text`, without the work of its other
+        outputs (output tokens, input tokens, attention, length), for a caller that reads only the text."""
+        return self._unless_empty(text, self._greedy_text, TEXT_OUTPUTS)
+
     @tf.function
     def translate_beam(self, text, beam_width, length_penalty):
         """Beam search; `beam_width` int32 or int64 is clamped to [1, min(vocab, 64)], `length_penalty`
@@ -160,7 +173,8 @@ class Translator(tf.Module):
         would fail deep in the tokenizer."""
         text = tf.ensure_shape(text, [None], name="text_must_be_a_batch_of_strings")
         empty = {name: tf.zeros([0] * EMPTY_RANKS[name], EMPTY_DTYPES[name]) for name in names}
-        return tf.cond(tf.size(text) > 0, lambda: blank_empty_sources(fn(text)), lambda: empty)
+        translated = lambda: {k: v for k, v in blank_empty_sources(fn(text)).items() if k in names}  # noqa: E731
+        return tf.cond(tf.size(text) > 0, translated, lambda: empty)
 
     def _decoding_model(self):
         """The model as the decoding loops take it: stepping with the stored weights, if any."""
@@ -183,6 +197,15 @@ class Translator(tf.Module):
         if heads:
             result["attention_heads"] = self._heads(source, out["ids"], out["length"])
         return result
+
+    def _greedy_text(self, text):
+        """`_greedy`'s text, with the source tokens that say which texts are blank."""
+        if self.replace_unknown:  # the replacement reads the attention and the source tokens
+            out = self._greedy(text)
+            return {"text": out["text"], "input_tokens": out["input_tokens"]}
+        input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in)
+        out = greedy(self._decoding_model(), source, self.decode_config, accel=self.accel)
+        return {"text": self.target_tokenizer.detokenize(out["ids"]), "input_tokens": input_tokens}
 
     def _heads(self, source, ids, length):
         """Every head `(batch, layers, heads, t_out, t_in)` for the output `ids (batch, t_out)`:
@@ -250,15 +273,18 @@ def blank_empty_sources(out):
     """Outputs -> the same, with an empty translation for each sentence without a source token (an
     empty or whitespace-only text): empty `text` and `nbest_text`, no `tokens` or attention rows,
     `length` 0, scores 0. `tokens` and `attention` are cut to the longest translation left. Works on
-    the signatures' outputs in a graph and eagerly (`tfattn translate` applies it to older exports)."""
+    the signatures' outputs in a graph and eagerly (`tfattn translate` applies it to older exports).
+    Of the outputs, only `input_tokens` must be there (`translate_text` has no `tokens` or attention)."""
     blank = tf.reduce_sum(tf.cast(out["input_tokens"] != "", tf.int32), axis=1) <= 2  # only [START] [END]
-    width = tf.where(tf.reduce_all(blank), 0, tf.shape(out["tokens"])[1])  # no rows when all are blank
-    result = {**out, "length": tf.where(blank, 0, out["length"]),
-              "tokens": tf.where(blank[:, None], "", out["tokens"])[:, :width],
-              "attention": tf.where(blank[:, None, None], 0.0, out["attention"])[:, :width]}
-    if "attention_heads" in out:  # (batch, layers, heads, t_out, t_in)
-        result["attention_heads"] = tf.where(blank[:, None, None, None, None], 0.0,
-                                             out["attention_heads"])[:, :, :, :width]
+    result = dict(out)
+    if "tokens" in out:
+        width = tf.where(tf.reduce_all(blank), 0, tf.shape(out["tokens"])[1])  # no rows when all are blank
+        result.update({"length": tf.where(blank, 0, out["length"]),
+                       "tokens": tf.where(blank[:, None], "", out["tokens"])[:, :width],
+                       "attention": tf.where(blank[:, None, None], 0.0, out["attention"])[:, :width]})
+        if "attention_heads" in out:  # (batch, layers, heads, t_out, t_in)
+            result["attention_heads"] = tf.where(blank[:, None, None, None, None], 0.0,
+                                                 out["attention_heads"])[:, :, :, :width]
     for name, value in {"text": "", "score": 0.0, "nbest_text": "", "nbest_score": 0.0}.items():
         if name in out:
             mask = blank if name in ("text", "score") else blank[:, None]
@@ -303,11 +329,11 @@ def export(translator, path, tokenizer_ops="core"):
     ops, and loading then needs `tensorflow_text` (`tfattn_config.json` says so under
     `"tokenizer_ops"`). `tokenizer_ops="text"` keeps tensorflow-text's ops everywhere.
 
-    The SavedModel has the signatures `translate` (also `serving_default`) and `translate_beam`,
-    the vocabularies as asset files (`assets/source_vocab.txt`, `assets/target_vocab.txt`) that
-    fill its lookup tables when it loads, and `tfattn_config.json` (the translator's config, the
-    tokenizers' settings, the length limits and the signatures), as an asset and beside
-    `saved_model.pb`.
+    The SavedModel has the signatures `translate` (also `serving_default`), `translate_text` and
+    `translate_beam`, the vocabularies as asset files (`assets/source_vocab.txt`,
+    `assets/target_vocab.txt`) that fill its lookup tables when it loads, and `tfattn_config.json`
+    (the translator's config, the tokenizers' settings, the length limits and the signatures), as an
+    asset and beside `saved_model.pb`.
 
     The export is written whole into a private workspace inside `path` and then its entries are put
     in place of the old export's (`tfattn.files.swap_in`): files the export does not write (notes,
@@ -391,7 +417,8 @@ def _write_export(translator, path, vocabulary, tokenizer_ops):
     beam_fns = [serving.translate_beam.get_concrete_function(TEXT, tf.TensorSpec([], w, name="beam_width"),
                                                              tf.TensorSpec([], p, name="length_penalty"))
                 for w, p in BEAM_DTYPES]
-    signatures = {"translate": greedy_fn, "serving_default": greedy_fn, "translate_beam": beam_fns[0]}
+    signatures = {"translate": greedy_fn, "serving_default": greedy_fn, "translate_beam": beam_fns[0],
+                  "translate_text": serving.translate_text.get_concrete_function()}
     if head_grid(translator.model) != (1, 1):
         signatures["translate_heads"] = serving.translate_heads.get_concrete_function(TEXT)
     tf.saved_model.save(serving, path, signatures=signatures)
@@ -434,6 +461,7 @@ def export_config(translator, source_ops="text", target_ops="text"):
         "replace_unknown": translator.replace_unknown,
         "tokenizer_ops": {"source": source_ops, "target": target_ops},
         "signatures": {"translate": {"inputs": ["text"], "outputs": list(OUTPUTS)},
+                       "translate_text": {"inputs": ["text"], "outputs": list(TEXT_OUTPUTS)},
                        "translate_beam": {"inputs": ["text", "beam_width", "length_penalty"],
                                           "outputs": list(BEAM_OUTPUTS)},
                        **({"translate_heads": {"inputs": ["text"], "outputs": list(HEADS_OUTPUTS)}}
