@@ -20,6 +20,8 @@ from tfattn.model import Seq2Seq
 from tfattn.training.step import forward_and_loss, make_optimizer, make_train_step
 from tfattn.training.trainer import TrainConfig
 
+from test_tiers import assert_one_sentence_as_reference
+
 SOURCE_VOCAB, TARGET_VOCAB = 11, 13
 SOURCE = np.array([[2, 5, 6, 3, 0, 0], [2, 7, 8, 9, 10, 3]], np.int32)
 TARGET = np.array([[2, 4, 9, 3, 0], [2, 12, 5, 7, 3]], np.int32)
@@ -107,14 +109,7 @@ def test_the_stepper_equals_decoder_step(kind, token_tables):
 def test_one_sentence_alone_decodes_as_on_the_reference_tier(kind):
     """Greedy search of a batch of one takes the fast tier's own loop, which cuts the sentence's
     padding and masks nothing; the reference loop masks it. Sentence 0 keeps its two padding positions."""
-    model = model_of(kind)
-    for b in range(len(SOURCE)):
-        reference, got = greedy(model, SOURCE[b : b + 1], accel=False), greedy(model, SOURCE[b : b + 1], accel=True)
-        np.testing.assert_array_equal(got["ids"], reference["ids"])
-        np.testing.assert_array_equal(got["length"], reference["length"])
-        assert got["attention"].shape == reference["attention"].shape  # (1, t_out, 6): padding's columns too
-        assert_close(got["attention"], reference["attention"])
-    assert (greedy(model, SOURCE[:1], accel=True)["attention"].numpy()[..., 4:] == 0).all()  # padding: no weight
+    assert_one_sentence_as_reference(model_of(kind))
 
 
 @pytest.mark.parametrize("kind", ["local-m-feed", "hard-local-p-nofeed", "cosine-feed"])

@@ -154,7 +154,11 @@ def test_twenty_training_steps_give_the_same_losses_on_both_tiers():
 def test_one_sentence_alone_decodes_as_on_the_reference_tier(kind):
     """Greedy search of a batch of one takes the fast tier's own loop, which cuts the sentence's
     padding and masks nothing; the reference loop masks it. Sentence 0 keeps its two padding positions."""
-    model = model_of(kind)
+    assert_one_sentence_as_reference(model_of(kind))
+
+
+def assert_one_sentence_as_reference(model):
+    """Each sentence of `SOURCE` alone, greedy on both tiers: the same ids, lengths and attention."""
     for b in range(len(SOURCE)):
         reference, got = greedy(model, SOURCE[b : b + 1], accel=False), greedy(model, SOURCE[b : b + 1], accel=True)
         np.testing.assert_array_equal(got["ids"], reference["ids"])
