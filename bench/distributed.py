@@ -1,7 +1,7 @@
 """Two workers against one: the cost of the all-reduce over loopback (`tfattn.training.distributed`).
 
 Three rows, each a `Trainer` in processes of their own on the same global batches (spa-eng, word
-level, 5,000-word vocabularies, batch 64, Bahdanau units 256, as bench/train_throughput.py):
+level, 5,000-word vocabularies, Bahdanau units 256, as bench/train_throughput.py):
 
     one_worker_two_cores   one process on two cores, no strategy (TensorFlow's default threads)
     one_worker_one_core    one process pinned to one core, one intra-op and one inter-op thread
@@ -11,7 +11,12 @@ level, 5,000-word vocabularies, batch 64, Bahdanau units 256, as bench/train_thr
 
 Each row trains `--warmup` steps (tracing), then `--steps` timed ones, and reports the chief's
 non-padding target tokens per second of those (the global batch's tokens: the loop's own
-`tokens_per_s`). The rows alternate, `--rounds` times; the JSON gives each round's figure, the
+`tokens_per_s`).
+
+The global batch is 1,024 sentences, about 7,000 target tokens: the size of batch a run spread over
+workers trains with (Vaswani et al. 2017 train on batches of about 25,000 target tokens). Each step
+all-reduces the whole gradient, about 22 MB for this model whatever the batch, so the smaller the
+batch, the larger the all-reduce's share: `--batch-size 64` shows the other end. The rows alternate, `--rounds` times; the JSON gives each round's figure, the
 medians, and two ratios: two_workers / one_worker_one_core (the target is 1.7 or more) and
 two_workers / one_worker_two_cores. The machine's fp32 matmul GFLOP/s is measured in the same run.
 
@@ -42,9 +47,9 @@ def main():
     parser.add_argument("--attention", choices=("bahdanau", "luong"), default="bahdanau")
     parser.add_argument("--units", type=int, default=256)
     parser.add_argument("--embedding-dim", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=64, help="the global batch (default: 64)")
-    parser.add_argument("--steps", type=int, default=40, help="timed steps per row and round (default: 40)")
-    parser.add_argument("--warmup", type=int, default=5, help="steps before the timed ones (default: 5)")
+    parser.add_argument("--batch-size", type=int, default=1024, help="the global batch (default: 1024)")
+    parser.add_argument("--steps", type=int, default=15, help="timed steps per row and round (default: 15)")
+    parser.add_argument("--warmup", type=int, default=3, help="steps before the timed ones (default: 3)")
     parser.add_argument("--rounds", type=int, default=3, help="times the three rows alternate (default: 3)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # a row's process: its settings as JSON
     args = parser.parse_args()

@@ -5,9 +5,15 @@ spa-eng pairs (`--max-pairs`, `--epochs`: a fixed number of steps; everything el
 defaults: its validations, epoch-end and periodic saves, run lock, progress, summaries). The
 process wraps the trainer's compiled train step to sum the seconds spent inside its calls (on a
 CPU a call returns when its step is done), and reads the trainer's own training seconds (the
-history's `seconds`: `fit`, validations included). The loop's overhead is `fit seconds / step
-seconds - 1`. Reports per tree the median over rounds, and each round's figures. Prints one JSON
-object.
+history's `seconds`: `fit`, validations included). It also sums the seconds of the epoch-end
+validations (validation loss and, where the tree has it, BLEU on a fixed sample: work a run asks
+for, whose share of the time it chooses with the sample's size). Two shares of the steps' own time:
+
+    overhead           fit seconds / step seconds - 1: everything beyond the steps
+    loop_overhead      (fit - validation seconds) / step seconds - 1: the loop's own bookkeeping
+                       (saves, run lock, sums, host reads, progress), the share to keep under 3%
+
+Reports per tree the median over rounds, and each round's figures. Prints one JSON object.
 
 Usage: python bench/loop.py BEFORE_TREE AFTER_TREE [--rounds 3] [--max-pairs 12800] [--epochs 2]
 (a tree is a directory holding `tfattn/`, for example `git worktree add ../old 5286e01`).
@@ -38,8 +44,33 @@ except ImportError:
     from tfattn import train as module
 from tfattn import cli
 
-inside = {"seconds": 0.0, "calls": 0}
-made = module.Trainer.__init__
+try:  # imported before the patch below: its own `evaluate_loss` is counted through `fit`'s validation
+    import tfattn.training.validation
+except ImportError:
+    pass
+
+inside = {"seconds": 0.0, "calls": 0, "validation_s": 0.0}
+made, made_fit = module.Trainer.__init__, module.Trainer.fit
+
+
+def clocked(function):
+    def run(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            inside["validation_s"] += time.perf_counter() - start
+    return run
+
+
+module.evaluate_loss = clocked(module.evaluate_loss)  # a validation dataset's loss
+
+
+def fit_clocked(self, dataset, validation=None, *args, **kwargs):  # a validation function (BLEU too)
+    return made_fit(self, dataset, clocked(validation) if callable(validation) else validation, *args, **kwargs)
+
+
+module.Trainer.fit = fit_clocked
 
 def init(self, *args, **kwargs):
     made(self, *args, **kwargs)
@@ -61,7 +92,8 @@ except SystemExit as stop:
     assert not stop.code, stop.code
 with open(os.path.join(out, "history.json")) as f:
     fit = json.load(f)["seconds"]
-print(json.dumps({"fit_s": fit, "step_s": inside["seconds"], "steps": inside["calls"]}))
+print(json.dumps({"fit_s": fit, "step_s": inside["seconds"], "validation_s": inside["validation_s"],
+                  "steps": inside["calls"]}))
 """
 
 
@@ -73,6 +105,7 @@ def run_tree(tree, argv):
             raise SystemExit(f"tfattn train failed in {tree}:\n{out.stderr[-3000:]}")
         figures = json.loads(out.stdout.strip().splitlines()[-1])
     figures["overhead"] = figures["fit_s"] / figures["step_s"] - 1.0
+    figures["loop_overhead"] = (figures["fit_s"] - figures["validation_s"]) / figures["step_s"] - 1.0
     return figures
 
 
@@ -96,7 +129,9 @@ def main():
         "benchmark": "loop", "argv": argv, "rounds": args.rounds,
         "trees": {name: {"path": os.path.abspath(tree), "steps": rounds[name][0]["steps"],
                          "fit_s": round(median(name, "fit_s"), 2), "step_s": round(median(name, "step_s"), 2),
+                         "validation_s": round(median(name, "validation_s"), 2),
                          "overhead": round(median(name, "overhead"), 4),
+                         "loop_overhead": round(median(name, "loop_overhead"), 4),
                          "s_per_step": round(median(name, "step_s") / rounds[name][0]["steps"], 4),
                          "rounds": [{k: round(v, 4) for k, v in r.items()} for r in rounds[name]]}
                   for name, tree in trees.items()},
