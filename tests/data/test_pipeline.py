@@ -186,6 +186,24 @@ def test_bucketed_epochs_are_fixed_by_the_seed():
     assert epoch(1) != epoch(2)
 
 
+def test_a_corpus_sorted_by_length_is_shuffled_whole_by_default():
+    # 1,000 pairs sorted by length as spa-eng's file is: 100 of each target length 1..10 words (mean
+    # 5.5). The default buffer holds every row, so the first 100 rows of an epoch are a uniform
+    # sample (mean length about 5.5, never near the shortest); a buffer of 50 draws them from the
+    # first 150 rows, whose targets have 1 or 2 words.
+    pairs = [("a", " ".join(["x"] * (i // 100 + 1))) for i in range(1000)]
+    source_tok, target_tok = tokenizers(pairs, max_length=20)
+
+    def first_lengths(config):
+        rows = [t for _, t in batches(make_dataset(pairs, source_tok, target_tok, config))]
+        return [int(np.count_nonzero(row)) - 2 for batch in rows for row in batch][:100]  # words
+
+    whole = first_lengths(DataConfig(batch_size=10, bucket=False))
+    near = first_lengths(DataConfig(batch_size=10, bucket=False, shuffle_buffer=50))
+    assert 4.5 < np.mean(whole) < 6.5 and max(whole) >= 9
+    assert max(near) <= 2
+
+
 def test_padding_fraction_side_must_be_source_or_target():
     with pytest.raises(ValueError, match="side must be"):
         padding_fraction([], side="both")
@@ -237,7 +255,7 @@ def test_data_config_rejects_bad_batch_size(batch_size):
 def test_data_config_defaults():
     config = DataConfig()
     assert (config.batch_size, config.bucket, config.pool_batches, config.shuffle_buffer,
-            config.seed) == (64, True, 200, 20000, 0)
+            config.seed) == (64, True, 200, None, 0)
 
 
 @pytest.mark.parametrize("kwargs", [{"pool_batches": 0}, {"pool_batches": -1}, {"pool_batches": True},

@@ -33,7 +33,11 @@ class DataConfig:
             applies to shuffled (training) datasets only. Only an epoch's last batch may be short.
         pool_batches: batches per sorted pool. Larger pools pad less but mix the corpus more
             coarsely.
-        shuffle_buffer: size of the shuffle buffer (0: no shuffling).
+        shuffle_buffer: size of the shuffle buffer; None (the default): every row of the split, a
+            uniform shuffle each epoch (the rows are cached in memory, and the buffer holds
+            references to them). A smaller buffer only mixes rows that are near each other, and a
+            corpus sorted by length (spa-eng's file is) then trains short sentences first and long
+            ones last in every epoch. 0: no shuffling.
         seed: shuffle seed.
         pad_to_multiple: pad each batch's source and target lengths up to a multiple of this
             (never beyond the tokenizers' `max_length`), so that batches come in few shapes: XLA
@@ -43,7 +47,7 @@ class DataConfig:
     batch_size: int = 64
     bucket: bool = True
     pool_batches: int = 200
-    shuffle_buffer: int = 20000
+    shuffle_buffer: int | None = None
     seed: int = 0
     pad_to_multiple: int = 1
 
@@ -52,8 +56,9 @@ class DataConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
-        if isinstance(self.shuffle_buffer, bool) or not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
-            raise ValueError(f"shuffle_buffer must be an int >= 0. Received: shuffle_buffer={self.shuffle_buffer!r}")
+        buffer = self.shuffle_buffer
+        if buffer is not None and (isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0):
+            raise ValueError(f"shuffle_buffer must be an int >= 0 or None (every row). Received: shuffle_buffer={buffer!r}")
 
 
 def make_dataset(pairs, source_tokenizer, target_tokenizer, config=None, shuffle=True, repeat=False):
@@ -93,6 +98,13 @@ def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
     return ds.cache()
 
 
+def with_count(rows, count=None):
+    """`rows` with its number of rows known to tf.data (`rows.cardinality()`), counted here (a first
+    pass, which fills the cache of `tokenize_pairs`) unless given."""
+    count = count_rows(rows) if count is None else count
+    return rows.apply(tf.data.experimental.assert_cardinality(count))
+
+
 def count_rows(rows):
     """The number of rows in a dataset of rows (from `tokenize_pairs`); a first pass fills its cache."""
     return int(rows.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
@@ -115,8 +127,11 @@ def batch_rows(rows, config=None, shuffle=True, repeat=False, max_lengths=None):
     `max_lengths`: `(source, target)` lengths that `config.pad_to_multiple` pads no batch beyond.
     """
     config = config or DataConfig()
-    if shuffle and config.shuffle_buffer:
-        rows = rows.shuffle(config.shuffle_buffer, seed=config.seed, reshuffle_each_iteration=True)
+    if shuffle and config.shuffle_buffer != 0:
+        buffer = config.shuffle_buffer
+        if buffer is None:  # every row: a uniform shuffle
+            buffer = int(rows.cardinality()) if int(rows.cardinality()) >= 0 else count_rows(rows)
+        rows = rows.shuffle(max(buffer, 1), seed=config.seed, reshuffle_each_iteration=True)
     if repeat:
         rows = rows.repeat()
     batches = _bucket(rows, config) if shuffle and config.bucket else _pad(rows, config.batch_size)
@@ -124,7 +139,12 @@ def batch_rows(rows, config=None, shuffle=True, repeat=False, max_lengths=None):
         limits = max_lengths or (None, None)
         batches = batches.map(lambda source, target: (_round_up(source, config.pad_to_multiple, limits[0]),
                                                       _round_up(target, config.pad_to_multiple, limits[1])))
-    return batches.prefetch(tf.data.AUTOTUNE)
+    # tf.data's autotuning is off: batches made from rows in memory gain nothing from it, and its
+    # model thread, which deleting an iterator waits for, kept an epoch's end waiting for seconds
+    # (it models every pool's own dataset). `prefetch` keeps two batches ready.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return batches.prefetch(2).with_options(options)
 
 
 def _round_up(batch, multiple, limit=None):

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from tfattn import files
 from tfattn.data import corpora
-from tfattn.data.pipeline import DataConfig, batch_rows, count_rows, tokenize_pairs, too_long
+from tfattn.data.pipeline import DataConfig, batch_rows, count_rows, tokenize_pairs, too_long, with_count
 from tfattn.decoding.search import DecodeConfig
 from tfattn.serving.translator import Translator, export, non_finite_weights
 from tfattn.model import ModelConfig, make_model
@@ -471,9 +471,12 @@ def _require_pairs(config, parts, summary):
 def _datasets(config, parts, tokenizers, echo):
     """The training batches (a function of the epoch) and the validation batches; refuses a split
     that the length limits leave empty."""
-    rows = {split: tokenize_pairs(parts[split], *tokenizers) for split in ("train", "validation")}
-    for split, split_rows in rows.items():  # a first pass, which also fills each split's cache
-        _check_lengths(split, parts[split], count_rows(split_rows), tokenizers, echo)
+    rows = {}
+    for split in ("train", "validation"):
+        split_rows = tokenize_pairs(parts[split], *tokenizers)
+        count = count_rows(split_rows)  # a first pass, which also fills the split's cache
+        _check_lengths(split, parts[split], count, tokenizers, echo)
+        rows[split] = with_count(split_rows, count)  # known to tf.data: the size of a whole-split shuffle
 
     def train(epoch):  # a fixed order per epoch, so that a resumed run sees the same batches
         epoch_config = dataclasses.replace(config.data, seed=config.data.seed + epoch)
