@@ -651,6 +651,7 @@ class _Saver:
 
     def save(self, manager):
         """Saves the state in `manager`; refuses weights that are not finite (`DivergedError`)."""
+        self.trainer.flush()  # the data position and epoch sums up to this step
         step = self.trainer.step
         bad = non_finite_weights(self.trainer.model)
         if bad:

@@ -227,6 +227,7 @@ class Trainer:
         self.stop_training = False  # set by a callback (early stopping): the run ends after this step
         self._clock = None  # during `fit`: (its start, the seconds of the calls before)
         self._taken = None  # during `fit`: `steps_taken`, counted on the host
+        self._pending = []  # the steps `flush` has not added up yet: (outputs, label positions, seconds)
 
     def _make_steps(self):
         """The optimizer and the train step (in the strategy's scope, if any), and the eval step."""
@@ -268,16 +269,18 @@ class Trainer:
     @property
     def nonfinite_steps(self):
         """The steps skipped so far because their loss was not finite."""
+        self.flush()
         return int(self.nonfinite[0])
 
     def checkpoint(self, **extra):
         """A `tf.train.Checkpoint` of the training state (`state()`) and `extra`."""
-        return tf.train.Checkpoint(**self.state(), **extra)
+        return tf.train.Checkpoint(**self.state(), **extra)  # `state` flushes
 
     def state(self):
         """What a checkpoint holds to resume: the weights (under `weights`, as in
         `weights_checkpoint`, so that either can restore them), optimizer, epoch, position, epoch
         sums and the count of skipped steps."""
+        self.flush()  # the steps trained so far, in position and the sums
         return {"weights": list(self.model.variables), "optimizer": self.optimizer, "epoch": self.epoch,
                 "position": self.position, "epoch_sums": self.epoch_sums, "nonfinite": self.nonfinite}
 
@@ -343,10 +346,10 @@ class Trainer:
     def _run_epoch(self, dataset, start, on_step, on_log):
         """Trains from `position` to the end of the epoch; returns `(logs, tokens_per_s, finished)`.
 
-        Loss and accuracy are summed on the device in `epoch_sums`, weighted by target tokens, and
-        read back every `config.log_every` steps (for the progress line, `on_log` and the count of
-        skipped steps) and at the end of the epoch. A run resumed at the end of an epoch (saved
-        after its last batch) trains no batch here and reports the restored sums.
+        Each step's outputs stay on the device until `flush` reads them back and adds them up, every
+        `config.log_every` steps (for the progress line, `on_log` and the count of skipped steps)
+        and at the end of the epoch. A run resumed at the end of an epoch (saved after its last
+        batch) trains no batch here and reports the restored sums.
         """
         epoch, finished, step0, tick = int(self.epoch), True, self.step, time.perf_counter()
         if int(self.position) == 0:
@@ -364,9 +367,10 @@ class Trainer:
             # label positions, padding included (the distributed step counts the global batch's)
             slots = out["slots"] if "slots" in out else target.shape[0] * (target.shape[1] - 1)
             now = time.perf_counter()
-            seconds, tick = now - tick, now
-            self._account(out, tf.cast(slots, tf.float32), tf.constant(seconds, tf.float32))
+            self._pending.append((out, slots, now - tick))  # added up by `flush`
+            tick = now
             if i % self.config.log_every == 0:
+                self.flush()
                 self.progress.update(epoch, int(self.position), *_averages(self.epoch_sums))
                 self._check_and_log(on_log)
             if on_step is not None:
@@ -374,6 +378,7 @@ class Trainer:
             if self._should_stop(start):
                 finished = False
                 break
+        self.flush()
         self._check_and_log(on_log)
         logs, tokens_per_s = _averages(self.epoch_sums)
         return logs, tokens_per_s, finished
@@ -421,28 +426,32 @@ class Trainer:
         return logs
 
 
-    @tf.function
-    def _account(self, out, slots, seconds):
-        """Adds a step to the position, the device-side sums and the counts of skipped steps, in one
-        call (no read back)."""
-        epoch, interval, ok = _sums(out, slots, seconds)
-        self.position.assign_add(1)
+    def flush(self):
+        """Adds the steps trained since the last call to `position`, `epoch_sums`, the interval sums
+        and the counts of skipped steps. Their outputs are read back from the device here, in one
+        read, once every `config.log_every` steps. Call it before reading those
+        variables, or saving them, in the middle of an epoch (`tfattn.training.runs` does before
+        each checkpoint)."""
+        if not self._pending:
+            return
+        steps, self._pending = self._pending, []
+        outputs = tf.stack([tf.stack([tf.cast(out[key], tf.float32) for key in ("loss", "accuracy", "tokens",
+                                                                               "grad_norm", "finite")])
+                            for out, _, _ in steps]).numpy().tolist()  # (steps, 5): one read
+        total, row, longest = self.nonfinite.numpy().tolist()
+        epoch, interval = [0.0] * 5, [0.0] * 8  # as `epoch_sums` and `_interval`
+        for (loss, accuracy, tokens, norm, finite), (_, slots, seconds) in zip(outputs, steps):
+            ok = bool(finite) and math.isfinite(loss)  # the step made an update
+            step = [loss * tokens, accuracy * tokens, tokens, float(slots)] if ok else [0.0] * 4
+            step.append(seconds)
+            epoch = [a + b for a, b in zip(epoch, step)]
+            interval = [a + b for a, b in zip(interval, [*step, norm if ok else 0.0, float(ok), float(not ok)])]
+            row = 0 if ok else row + 1
+            total, longest = total + (not ok), max(longest, row)
+        self.position.assign_add(len(steps))
         self.epoch_sums.assign_add(epoch)
         self._interval.assign_add(interval)
-        total, row, longest = tf.unstack(self.nonfinite)
-        row = tf.where(ok, tf.constant(0, tf.int64), row + 1)
-        self.nonfinite.assign(tf.stack([total + 1 - tf.cast(ok, tf.int64), row, tf.maximum(longest, row)]))
-
-
-def _sums(out, slots, seconds):
-    """A step's shares of `Trainer.epoch_sums` and of its interval sums, and whether it was an update."""
-    ok = out["finite"] & tf.math.is_finite(out["loss"])
-    tokens = tf.cast(out["tokens"], tf.float32)
-    kept = tf.where(ok, tf.stack([out["loss"] * tokens, out["accuracy"] * tokens, tokens, slots]), 0.0)
-    epoch = tf.concat([kept, [seconds]], axis=0)
-    norm = tf.where(ok, out["grad_norm"], 0.0)
-    interval = tf.concat([epoch, [norm, tf.cast(ok, tf.float32), 1.0 - tf.cast(ok, tf.float32)]], axis=0)
-    return epoch, interval, ok
+        self.nonfinite.assign([total, row, longest])
 
 
 def _check_policy(model, precision):
