@@ -15,7 +15,11 @@ for, whose share of the time it chooses with the sample's size). Two shares of t
 
 Reports per tree the median over rounds, and each round's figures. Prints one JSON object.
 
-Usage: python bench/loop.py BEFORE_TREE AFTER_TREE [--rounds 3] [--max-pairs 12800] [--epochs 2]
+Usage: python bench/loop.py BEFORE_TREE AFTER_TREE [--rounds 2] [--max-pairs 120000] [--epochs 1]
+
+The default is one epoch of all of spa-eng's TRAIN split (about 1,800 steps), the length of the
+epochs of a `bench/quality.py` run: what an epoch's end costs is spread over as many steps as it
+is in a real run.
 (a tree is a directory holding `tfattn/`, for example `git worktree add ../old 5286e01`).
 """
 
@@ -113,9 +117,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before")
     parser.add_argument("after")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--max-pairs", type=int, default=12800, help="training pairs (batches of 64)")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-pairs", type=int, default=120000, help="training pairs (batches of 64)")
+    parser.add_argument("--epochs", type=int, default=1)
     args = parser.parse_args()
     argv = ["--corpus", str(spa.SPA), "--max-pairs", str(args.max_pairs), "--epochs", str(args.epochs),
             "--attention", "bahdanau"]
