@@ -144,6 +144,19 @@ def test_bleu_by_length_several_models():
     assert list(ax.lines[1].get_ydata()) == [40.0, 30.0, 20.0, 10.0]
 
 
+def test_bleu_by_length_of_several_evaluate_texts_results():
+    # Each value is a whole `evaluate.evaluate_texts` result, which has an "n" of its own: still
+    # one line per model, not one model whose buckets are the model names.
+    luong = {**BY_LENGTH, "6-10": {"bleu": 30.0, "n": 4}}
+    results = {"bahdanau": {"bleu": 25.0, "chrf": 50.0, "n": 6, "bleu_by_length": BY_LENGTH},
+               "luong": {"bleu": 28.0, "chrf": 52.0, "n": 10, "bleu_by_length": luong}}
+    ax = plot.plot_bleu_by_length(results).axes[0]
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["bahdanau", "luong"]
+    assert _labels(ax.get_xticklabels()) == ["1-5", "6-10", "11-15", "21+"]
+    assert list(ax.lines[0].get_ydata()) == [40.0, 20.0, 10.0]
+    assert list(ax.lines[1].get_ydata()) == [40.0, 30.0, 20.0, 10.0]
+
+
 def test_bleu_by_length_all_empty_raises():
     with pytest.raises(ValueError, match="empty"):
         plot.plot_bleu_by_length({"1-5": {"bleu": None, "n": 0}})

@@ -234,8 +234,9 @@ def plot_history(history, ax=None):
 
 
 def _is_one_model(bleu_by_length):
-    """Whether a dict is one model's `{label: {"bleu", "n"}}` rather than `{model: that}`."""
-    return all(isinstance(v, dict) and "n" in v for v in bleu_by_length.values())
+    """Whether a dict is one model's `{label: {"bleu", "n"}}` rather than `{model: that}` (or
+    `{model: evaluate_texts result}`, whose values hold an `"n"` too, and `"bleu_by_length"`)."""
+    return all(isinstance(v, dict) and "n" in v and "bleu_by_length" not in v for v in bleu_by_length.values())
 
 
 def _as_models(bleu_by_length, label):
