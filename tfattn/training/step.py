@@ -4,7 +4,7 @@
     decoder input  = target[:, :-1]   ([START] y1 y2 y3 [END] 0)
     decoder labels = target[:, 1:]    (y1 y2 y3 [END] 0 0)         0 = padding, left out of the loss
 
-With `accel=False` the step is the reference tier: the model's own `call`, `tfattn.model.masked_loss`
+With `accel=False` the step is the reference tier: the model's own `call`, `tfattn.core.masked_loss`
 and autodiff. With `accel=True` the forward pass and the loss are those of `tfattn.accel` (written-out
 loops and gradients); the losses and gradients are the same within float32 rounding (a test trains
 20 steps both ways). `accel=None`, the default, follows `tfattn.config`'s switch.
@@ -23,7 +23,7 @@ from tfattn.accel import private
 from tfattn.accel import seq2seq as fast
 from tfattn.accel.optimizer import FusedAdam
 from tfattn.config import resolve_accel
-from tfattn.model import ensure_built, masked_accuracy, masked_loss
+from tfattn.core import ensure_built, masked_accuracy, masked_loss
 from tfattn.training import precision as precisions
 from tfattn.training.schedules import learning_rate
 
