@@ -98,10 +98,9 @@ def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
     return ds.cache()
 
 
-def with_count(rows, count=None):
-    """`rows` with its number of rows known to tf.data (`rows.cardinality()`), counted here (a first
-    pass, which fills the cache of `tokenize_pairs`) unless given."""
-    count = count_rows(rows) if count is None else count
+def with_count(rows, count):
+    """`rows` with its number of rows, `count` (from `count_rows`), known to tf.data: a whole-split
+    shuffle in `batch_rows` then needs no counting pass of its own."""
     return rows.apply(tf.data.experimental.assert_cardinality(count))
 
 
@@ -130,7 +129,8 @@ def batch_rows(rows, config=None, shuffle=True, repeat=False, max_lengths=None):
     if shuffle and config.shuffle_buffer != 0:
         buffer = config.shuffle_buffer
         if buffer is None:  # every row: a uniform shuffle
-            buffer = int(rows.cardinality()) if int(rows.cardinality()) >= 0 else count_rows(rows)
+            known = int(rows.cardinality())  # -2 (unknown) after tokenize_pairs' filter
+            buffer = known if known >= 0 else count_rows(rows)
         rows = rows.shuffle(max(buffer, 1), seed=config.seed, reshuffle_each_iteration=True)
     if repeat:
         rows = rows.repeat()
