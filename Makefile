@@ -24,8 +24,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 --durations=10 -m "not long"
 
 # The checks of minutes each (the demo's 99% after a fixed number of steps; both tiers translating all
-# of spa-eng TEST the same; every notebook run through a kernel), kept out of make test so that it
-# stays under 15 minutes; .ci/run runs them.
+# of spa-eng TEST the same; every notebook run through a kernel) and the end-to-end checks that each
+# train a run or write an export of their own, kept out of make test so that it stays under 15
+# minutes; .ci/run runs them.
 test-long: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 -m long
 

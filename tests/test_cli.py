@@ -43,6 +43,7 @@ def test_translate_arguments_and_stdin(exported_dates, tmp_path):
     assert by_stdin.stdout == by_args.stdout
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_translate_with_threads_sets_them_and_translates_the_same(exported_dates):
     # In a fresh process, as the command runs: the counts reach TensorFlow, the outputs do not change.
     script = ("import sys, tensorflow as tf; from tfattn.cli import main; main(sys.argv[1:]); "
@@ -265,6 +266,7 @@ def test_resume_passes_only_epochs_and_time_budget(capsys, monkeypatch, tmp_path
 
 # -- translate: any bytes ------------------------------------------------------------------------
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_translate_passes_bytes_that_are_not_utf8(exported_dates):
     # The model reads the bytes and cleans them itself (an invalid byte becomes U+FFFD), as a server would.
     replaced = tfattn("translate", "--model", exported_dates, "\ufffd5 march 2019", "5 march 2019")
@@ -479,6 +481,7 @@ def test_a_binary_corpus_is_one_short_line_naming_each_reason_once(capsys, tmp_p
     assert last_error(err).startswith("tfattn: error: The ")  # train or validation split: no pairs
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_translate_reads_stdin_a_batch_at_a_time(exported_dates, tmp_path):
     """Peak memory does not grow with the number of lines: 20,000 lines take what 2,000 take."""
     from tfattn.data import dates

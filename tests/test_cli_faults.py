@@ -73,6 +73,7 @@ def test_out_of_memory_while_translating_is_one_line_with_a_hint(exported_dates,
 
 # -- 9: downloads ----------------------------------------------------------------------------------
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_train_from_a_url_quiet_prints_only_the_json(dates_file, tmp_path):
     archive = tmp_path / "dates.zip"
     with zipfile.ZipFile(archive, "w") as z:
@@ -193,6 +194,7 @@ def test_help_says_to_load_only_trusted_exports():
         assert "trust" in " ".join(tfattn(*args).stdout.split()), args
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_an_export_without_its_config_is_warned_about(exported_dates, tmp_path):
     foreign = tmp_path / "foreign"
     shutil.copytree(exported_dates, foreign)

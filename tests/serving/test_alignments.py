@@ -166,6 +166,7 @@ def exports(translators, tmp_path_factory):
     return tuple(export(translator, str(tmp / name)) for translator, name in zip(translators, ("plain", "replacing")))
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_replace_unknown_round_trips_through_the_export(translators, exports):
     from tfattn.serving.translator import CONFIG_FILE, load
 
@@ -181,6 +182,7 @@ def test_replace_unknown_round_trips_through_the_export(translators, exports):
     assert b"[UNK]" not in greedy["tokens"].numpy()[:2].tolist()  # the replacing export, last
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_translate_replace_unknown_on_an_export_that_does_not(exports, capsys):
     from tfattn.serving.translator import load
 

@@ -57,6 +57,7 @@ def assert_users_files_kept(proj):
 
 # -- defect 1: the files an export did not write stay, a symlink is written through ------------------
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_an_export_keeps_the_files_it_did_not_write(project, capsys):
     run, proj = project
     os.remove(proj / "fingerprint.pb")  # and an entry of its own that it writes again
@@ -68,6 +69,7 @@ def test_an_export_keeps_the_files_it_did_not_write(project, capsys):
     assert sorted(os.listdir(proj.parent)) == ["proj", "run"]  # nothing beside it either
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_symlinked_out_is_written_through(project, capsys):
     run, proj = project
     os.rename(proj, proj.parent / "v3")
@@ -82,6 +84,7 @@ def test_a_symlinked_out_is_written_through(project, capsys):
 
 # -- defect 5: a checkpoint that training rotates away between the check and the restore -------------
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_checkpoint_removed_before_its_restore_is_passed_over(project, capsys, monkeypatch):
     run, _ = project
     real_restore, removed = runs.restore_weights, []

@@ -115,6 +115,7 @@ def test_only_core_ops_in_the_portable_export(dates_exports):
         assert shown and shown.group(1).replace("```", "").split() == listing["ops"], " ".join(listing["ops"])
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_the_portable_export_translates_the_dates_test_as_the_text_export(dates_exports):
     _, test = dates.make_corpus(0, 1000)  # the demo's held-out dates
     texts = [source for source, _ in test] + ["TUE 5 MARCH 2019", "Ｍａｒｃｈ ５", "", "  ", "ÉTÉ 2019"]

@@ -58,7 +58,7 @@ def final_state(run, step=72):
     ("interrupted", 50, 50),
     # A kill after step 55 saves nothing: the resumed run goes back to the checkpoint of step 46
     # (saved at 1, 11, 21, 31, 36 at the epoch's end, then 46) and trains steps 47 to 55 again.
-    ("killed", 55, 46),
+    pytest.param("killed", 55, 46, marks=pytest.mark.long),  # a second pair of runs: make test-long
 ])
 def test_a_resumed_run_ends_with_the_weights_of_a_run_never_stopped(tmp_path, capsys, monkeypatch, how, stop,
                                                                     resumed_from):

@@ -217,6 +217,7 @@ def test_out_must_be_new_or_empty_and_is_checked_first(exported_dates, tmp_path,
     assert sorted(os.listdir(export)) == sorted(os.listdir(exported_dates))  # untouched
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_an_export_replaces_only_an_export(dates_translator, tmp_path):
     from tfattn.serving.translator import export
 
@@ -409,6 +410,7 @@ def test_a_failing_checkpoint_write_is_one_line_and_cleaned_up(tmp_path, capsys,
     assert not os.path.exists(os.path.join(run, ".lock"))
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_failing_export_keeps_the_export_before(dates_translator, tmp_path, monkeypatch):
     from tfattn.serving.translator import export, load
 
@@ -428,6 +430,7 @@ def test_a_failing_export_keeps_the_export_before(dates_translator, tmp_path, mo
     assert load(path).signatures["translate"](text=tf.constant(["5 march 2019"]))["text"].numpy().tolist() == before
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_an_export_to_a_full_disk_keeps_the_export_before(dates_translator, tmp_path):
     from tfattn.serving.translator import export, load
 

@@ -76,6 +76,7 @@ def test_the_corpus_is_stored_absolute_with_its_fingerprint(tiny_run):
     assert corpus["fingerprint"]["mtime"] == os.path.getmtime(home / "d.txt")
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_resume_elsewhere_trains_on_the_run_s_file_not_one_of_the_same_name(tiny_run, tmp_path, capsys,
                                                                                monkeypatch):
     run = copy_run(tiny_run, tmp_path)
@@ -86,6 +87,7 @@ def test_a_resume_elsewhere_trains_on_the_run_s_file_not_one_of_the_same_name(ti
     assert json.loads(out.strip().splitlines()[-1])["steps"] == 48  # 24 steps again: the run's 200 lines
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_moved_corpus_is_named_then_given_with_corpus(tiny_run, tmp_path, capsys):
     home, _ = tiny_run
     run = copy_run(tiny_run, tmp_path)
@@ -124,6 +126,7 @@ def test_another_file_at_the_corpus_path_is_refused_by_resume_and_evaluate(tiny_
                            "content" in error_line(err)
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_run_without_a_fingerprint_still_resumes_and_gets_one(tiny_run, tmp_path, capsys):
     home, _ = tiny_run
     run = copy_run(tiny_run, tmp_path)
@@ -196,6 +199,7 @@ def test_the_summary_on_stdout_is_strict_json(tmp_path, capsys, monkeypatch):
 
 # -- 4. SIGTERM ----------------------------------------------------------------------------------------
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_sigterm_saves_the_latest_state_as_ctrl_c_does(tmp_path):
     write_anki(tmp_path / "d.txt", 3000)  # 360 steps an epoch
     run = str(tmp_path / "run")

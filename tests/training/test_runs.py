@@ -117,6 +117,7 @@ def test_the_last_step_is_checkpointed(small_run):
     assert reader.get_tensor("best_val_loss/.ATTRIBUTES/VARIABLE_VALUE") == pytest.approx(min(history["val_loss"]))
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_resume_a_finished_run_for_more_epochs(small_run, tmp_path, capsys):
     run = str(tmp_path / "run")
     shutil.copytree(small_run[0], run)
@@ -184,6 +185,7 @@ def test_refuses_to_overwrite_a_run(small_run, tmp_path):
     assert proc.returncode == 2 and "already holds a run; pass --resume" in err and "Traceback" not in err
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_evaluate_translate_export_and_plot(small_run, tmp_path, capsys):
     # In this process (the subprocess path of each command is tested in tests/test_cli.py).
     run, _ = small_run

@@ -98,6 +98,7 @@ def test_the_config_is_written_as_hparams(board_run):
     assert info.hparams["train.precision"].string_value == "float32"
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_no_tensorboard_writes_none(tmp_path, capsys):
     write_anki(tmp_path / "d.txt", 100)
     run = str(tmp_path / "run")

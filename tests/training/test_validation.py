@@ -95,6 +95,7 @@ def train(tmp_path, capsys, *flags, lines=100):
     return run, json.loads(out), err
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_early_stopping_after_k_validations_without_a_better_loss(tmp_path, capsys):
     # A learning rate of 1e-30 leaves the weights as they are: the first validation sets the best loss,
     # the next two are no better (equal), so --early-stopping 2 stops the run after the third, at step 6.
