@@ -27,7 +27,6 @@ two_workers / one_worker_two_cores. The machine's fp32 matmul GFLOP/s is measure
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -116,10 +115,10 @@ def run_row(row, args, batches, vocab, cores):
     elif row == "one_worker_one_core":
         plan = [{**settings, "cores": cores[:1], "one_thread": True}]
     else:
-        ports = free_ports(2)
-        plan = [{**settings, "cores": [core], "one_thread": True,
-                 "tf_config": {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                               "task": {"type": "worker", "index": i}}} for i, core in enumerate(cores)]
+        from tfattn.training.distributed import local_cluster  # imports TensorFlow: only here
+
+        plan = [{**settings, "cores": [core], "one_thread": True, "tf_config": config}
+                for core, config in zip(cores, local_cluster(2))]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     procs = []
     try:
@@ -137,23 +136,12 @@ def run_row(row, args, batches, vocab, cores):
     return json.loads(outputs[0][0].strip().splitlines()[-1])["tokens_per_s"]
 
 
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def child(settings):
     """One process of a row: pinned to its cores before TensorFlow starts, trains `warmup` then
     `steps` steps, prints `{"tokens_per_s"}` of the timed ones."""
     os.sched_setaffinity(0, settings["cores"])
     if "tf_config" in settings:
-        os.environ["TF_CONFIG"] = json.dumps(settings["tf_config"])
+        os.environ["TF_CONFIG"] = settings["tf_config"]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 

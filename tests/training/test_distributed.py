@@ -4,7 +4,6 @@ in one line."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -79,18 +78,6 @@ def test_a_replicas_share_of_the_loss_is_its_token_sum_over_the_global_count():
 
 # -- two workers over loopback -------------------------------------------------------------------
 
-def free_ports(n):
-    """`n` TCP ports free on 127.0.0.1 now (each bound to port 0, then released)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def cluster(ports, index):
     return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                        "task": {"type": "worker", "index": index}})
@@ -99,10 +86,10 @@ def cluster(ports, index):
 def train_together(flags, outs):
     """`tfattn train FLAGS --out OUT` in one worker process per `outs` on 127.0.0.1 (worker 0 the
     chief), all ended before this returns; their JSON summaries."""
-    ports, workers = free_ports(len(outs)), []
+    workers = []
     try:
-        for index, out in enumerate(outs):
-            env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": cluster(ports, index)}
+        for out, config in zip(outs, distributed.local_cluster(len(outs))):
+            env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": config}
             workers.append(subprocess.Popen([sys.executable, "-m", "tfattn.cli", "train", *flags, "--out", out],
                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
         results = [worker.communicate(timeout=900) for worker in workers]
@@ -234,6 +221,16 @@ def test_multiworker_without_tf_config_is_one_line_and_writes_nothing(tmp_path, 
     assert err.startswith("tfattn: error: --strategy multiworker is configured by the environment variable "
                           "TF_CONFIG, which is not set; TF_CONFIG is expected to be a JSON object such as")
     assert len(err.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "run")
+
+
+def test_a_local_cluster_is_one_valid_tf_config_per_worker_on_distinct_ports():
+    configs = distributed.local_cluster(3)
+    tasks = [tf_config({"TF_CONFIG": c}) for c in configs]  # each passes the check multiworker makes
+    addresses = tasks[0]["cluster"]["worker"]
+    assert all(t["cluster"]["worker"] == addresses for t in tasks)  # one cluster seen alike by all
+    assert [t["task"] for t in tasks] == [{"type": "worker", "index": i} for i in range(3)]
+    assert len(set(addresses)) == 3 and all(a.startswith("127.0.0.1:") for a in addresses)
+    assert [is_chief("multiworker", {"TF_CONFIG": c}) for c in configs] == [True, False, False]
 
 
 def test_a_worker_that_resumes_without_the_runs_config_is_one_line(tmp_path, capsys, monkeypatch):

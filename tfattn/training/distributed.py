@@ -38,6 +38,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import socket
 
 import tensorflow as tf
 
@@ -145,6 +146,26 @@ def tf_config(environ=None):
     if problem:
         raise ValueError(f"TF_CONFIG {problem}; {expected}. Received: TF_CONFIG={raw!r}")
     return config
+
+
+def local_cluster(workers):
+    """The TF_CONFIG of each of `workers` processes on this machine (JSON strings, worker 0 the chief),
+    on ports of 127.0.0.1 that are free now: `--strategy multiworker` tried out on one machine.
+
+        for i, config in enumerate(local_cluster(2)):   # one `tfattn train` per worker
+            subprocess.Popen(["tfattn", "train", ...], env={**os.environ, "TF_CONFIG": config})
+    """
+    sockets = [socket.socket() for _ in range(workers)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))  # port 0: the system picks a free one
+        ports = [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    return [json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}})
+            for i in range(workers)]
 
 
 def _tf_config_problem(config):
