@@ -58,8 +58,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/train_throughput.py
 
 bench-quality: $(STAMP)
-	$(BIN)/python bench/quality.py --attention luong --out runs/quality-luong
-	$(BIN)/python bench/quality.py --attention bahdanau --out runs/quality-bahdanau
+	$(BIN)/python bench/quality.py --model luong --out runs/quality-luong
+	$(BIN)/python bench/quality.py --model bahdanau --out runs/quality-bahdanau
 
 bench-decode: $(STAMP)
 	$(BIN)/python bench/decode.py --model $(RUN)
