@@ -152,7 +152,7 @@ def local_cluster(workers):
     """The TF_CONFIG of each of `workers` processes on this machine (JSON strings, worker 0 the chief),
     on ports of 127.0.0.1 that are free now: `--strategy multiworker` tried out on one machine.
 
-        for i, config in enumerate(local_cluster(2)):   # one `tfattn train` per worker
+        for config in local_cluster(2):   # one `tfattn train` per worker
             subprocess.Popen(["tfattn", "train", ...], env={**os.environ, "TF_CONFIG": config})
     """
     sockets = [socket.socket() for _ in range(workers)]
