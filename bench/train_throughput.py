@@ -36,7 +36,7 @@ RUNS = [
     ("luong-feed", dict(attention="luong", input_feeding=True), 256, 256),
     ("luong", dict(attention="luong", input_feeding=False), 256, 1024),
     ("luong-local-p", dict(attention="luong", input_feeding=True, local="p", window=10), 256, 256),
-    ("transformer", dict(attention="transformer", heads=4, num_layers=3, ff_dim=1024), 256, 256),
+    ("transformer", dict(attention="transformer", heads=4, num_layers=2, ff_dim=512), 256, 256),  # quality.py's
 ]
 
 

@@ -111,6 +111,23 @@ def test_dot_score_by_hand():
     np.testing.assert_allclose(weights, [[[4 / 14, 9 / 14, 1 / 14]]], atol=1e-6)
 
 
+def test_scaled_dot_and_general_start_at_one_over_sqrt_query_size():
+    # dq = 4: the gain starts at 1/2. Query (2 ln 2, 2 ln 3, 0, 0) against keys e1, e2, 0 scores
+    # ln 2, ln 3, 0 -> exp 2, 3, 1 -> weights 2/6, 3/6, 1/6 (unscaled: 4/14, 9/14, 1/14).
+    query = np.array([[[2 * math.log(2), 2 * math.log(3), 0, 0]]], "float32")  # (1, 1, 4)
+    key = np.array([[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0]]], "float32")  # (1, 3, 4)
+    layer = LuongAttention("dot", scale=True)
+    _, weights = layer(query, key)
+    assert float(layer.gain) == 0.5
+    np.testing.assert_allclose(weights, [[[2 / 6, 3 / 6, 1 / 6]]], atol=1e-6)
+    # general: 1/sqrt(dq) whatever the key size; the other scores keep their own starting gains.
+    starts = {"general": 0.25, "concat": 1.0, "location": 1.0, "cosine": 10.0}
+    for score, gain in starts.items():
+        layer = LuongAttention(score, scale=True)
+        layer(np.ones((1, 2, 16), "float32"), np.ones((1, 3, 16 if score == "cosine" else 6), "float32"))
+        assert float(layer.gain) == gain, score
+
+
 @pytest.mark.parametrize("t_q", [1, 3])
 @pytest.mark.parametrize("variant, scale", CASES)
 def test_scores_match_numpy(variant, scale, t_q):

@@ -387,8 +387,13 @@ class LuongAttention(ScoredAttention):
     Args:
         score: str. One of `"dot"`, `"general"`, `"concat"`, `"location"`, `"cosine"`. Defaults to
             `"general"`.
-        scale: bool. Multiply scores by a learned scalar `gain` (initialized to 1; the cosine score
-            always has its gain). Defaults to `False`.
+        scale: bool. Multiply scores by a learned scalar `gain`. For `"dot"` and `"general"` it
+            starts at `1 / sqrt(dq)`, Vaswani et al.'s scaling (section 3.2.1), so that a score starts
+            with the spread of one query feature rather than of a sum of `dq` products; without it, the
+            general score can saturate the softmax early in training and settle on one position for
+            every step (see "Luong's general score" in `docs/models.md`). For `"concat"` and
+            `"location"` it starts at 1; the cosine score always has its gain. Defaults to `False`
+            (the paper's unscaled scores).
         units: int or None. Hidden size of the `"concat"` score and of local-p's `W_p`; defaults to
             the query size.
         max_length: int. Number of source positions the `"location"` score covers. Defaults to 64.
@@ -470,7 +475,7 @@ class LuongAttention(ScoredAttention):
             shape = (dq, self.max_length)
             self.w = self.add_weight(name="w", shape=shape, initializer="glorot_uniform")
         if self.has_gain:
-            gain = COSINE_GAIN if self.score == "cosine" else 1.0
+            gain = {"cosine": COSINE_GAIN, "dot": dq**-0.5, "general": dq**-0.5}.get(self.score, 1.0)
             self.gain = self.add_weight(name="gain", shape=(), initializer=keras.initializers.Constant(gain))
         if self.local == "p":
             units = self.units or dq
