@@ -503,7 +503,9 @@ def _add_model_flags(m):
                    help="relative positions: the largest distance told apart (default: 16)")
     m.add_argument("--ff-dim", type=positive_int, help="self-attention: feed-forward size (default: 4 * units)")
     m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
-    m.add_argument("--scale", action="store_true", help="Luong: learned scalar on the scores")
+    m.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
+                   help="Luong: a learned scalar on the scores, starting at 1/sqrt(units) for dot and general; "
+                        "--no-scale gives the paper's unscaled scores (default: --scale)")
     m.add_argument("--no-input-feeding", dest="input_feeding", action="store_false",
                    help="Luong: no input feeding (faster: the decoder RNN runs over the whole target)")
     m.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="default: gru")

@@ -35,7 +35,10 @@ class ModelConfig:
         attention: `"bahdanau"`, `"luong"`, `"transformer"` or `"none"`.
         score: Luong score, one of `"dot"`, `"general"`, `"concat"`, `"location"`, `"cosine"`.
         normalize: Bahdanau only: weight-normalized attention.
-        scale: Luong only: a learned scalar on the scores.
+        scale: Luong only: a learned scalar on the scores, starting at `1 / sqrt(units)` for the
+            `dot` and `general` scores. On by default: the paper's unscaled general score can settle
+            on the first source positions for every step (`docs/models.md`, "Scaling the dot and
+            general scores").
         local: Luong only: `None` (global attention), `"m"` (monotonic) or `"p"` (predictive) local
             attention over a window of `2 * window + 1` source positions.
         window: the local window's half width `D`.
@@ -60,7 +63,7 @@ class ModelConfig:
     attention: str = "luong"
     score: str = "general"
     normalize: bool = False
-    scale: bool = False
+    scale: bool = True
     local: str | None = None
     window: int = 10
     hard: bool = False
