@@ -63,8 +63,12 @@ KINDS = {
     "none": dict(attention="none"),
 }
 # Training settings a kind needs beyond the shared recipe: the Transformers warm up (Vaswani et al.,
-# section 5.3) at a lower peak rate.
-TRAINING = {name: dict(learning_rate=1e-3, warmup_steps=1000) for name in ("transformer", "transformer-relative")}
+# section 5.3) at a lower peak rate; the other kinds with multi-head attention warm up as `tfattn
+# train` does for them (`cli.default_warmup`): without it, multihead stays at the unigram loss.
+TRAINING = {
+    **{name: dict(learning_rate=1e-3, warmup_steps=1000) for name in ("transformer", "transformer-relative")},
+    **{name: dict(warmup_steps=1000) for name in ("multihead", "transformer-encoder")},
+}
 
 
 def model_config(args):

@@ -126,6 +126,30 @@ def test_no_accel_trains_with_the_reference_tier(flags, expected, tmp_path):
     assert run_config(build_parser().parse_args(train + flags)).train.accel is expected
 
 
+@pytest.mark.parametrize("flags, warmup", [
+    ([], 0),  # Bahdanau: no warm-up
+    (["--attention", "luong"], 0),
+    (["--attention", "luong", "--heads", "4"], 1000),  # multi-head: 1,000 steps
+    (["--encoder", "transformer"], 1000),
+    (["--attention", "transformer"], 1000),
+    (["--attention", "transformer", "--warmup-steps", "0"], 0),  # a given value wins
+    (["--warmup-steps", "7"], 7),
+])
+def test_models_with_multihead_attention_warm_up_by_default(flags, warmup, tmp_path):
+    from tfattn.cli import build_parser, run_config
+
+    train = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
+    assert run_config(build_parser().parse_args(train + flags)).train.warmup_steps == warmup
+
+
+def test_luong_scores_are_scaled_unless_no_scale(tmp_path):
+    from tfattn.cli import build_parser, run_config
+
+    train = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"), "--attention", "luong"]
+    assert run_config(build_parser().parse_args(train)).model.scale is True
+    assert run_config(build_parser().parse_args(train + ["--no-scale"])).model.scale is False
+
+
 @pytest.mark.parametrize("flags, expected", [([], None), (["--no-accel"], False)])
 def test_no_accel_exports_the_reference_tier(flags, expected):
     from tfattn.cli import build_parser

@@ -410,12 +410,24 @@ def run_config(args):
         model=model, data=data, train=train, decode=decode, checkpoint_every=args.checkpoint_every))
 
 
+# A new run's warm-up when --warmup-steps is not given: at the recipe's 2e-3, a model with multi-head
+# attention (the Transformer, a self-attention encoder, a multi-head Luong decoder) can stay at the
+# unigram loss from its first steps on; 1,000 steps of warm-up avoid it (docs/models.md).
+WARMUP_MULTIHEAD = 1000
+
+
+def default_warmup(model):
+    """`--warmup-steps`'s default for a `ModelConfig`: `WARMUP_MULTIHEAD` with multi-head attention, else 0."""
+    return WARMUP_MULTIHEAD if model.heads > 1 or model.self_attention_encoder else 0
+
+
 def _with_training_flags(args, config):
     """`config` with the flags of `_add_training_flags` applied: validation, TensorBoard, schedule,
     precision, non-finite steps, determinism, XLA, strategy."""
     from tfattn.training.validation import ValidationConfig
 
-    train = dataclasses.replace(config.train, warmup_steps=args.warmup_steps,
+    warmup = default_warmup(config.model) if args.warmup_steps is None else args.warmup_steps
+    train = dataclasses.replace(config.train, warmup_steps=warmup,
                                 schedule=args.schedule.replace("-", "_"), precision=args.precision,
                                 max_nonfinite=args.max_nonfinite, deterministic=args.deterministic,
                                 log_every=args.log_every, jit_compile=args.jit_compile)
@@ -563,8 +575,9 @@ def _add_training_flags(g):
     g.add_argument("--average-checkpoints", type=positive_int, metavar="K",
                    help="at the end, average the weights of the last K checkpoints; the average is exported "
                         "when it validates better than the best checkpoint (the log and summary say which)")
-    g.add_argument("--warmup-steps", type=non_negative_int, default=0,
-                   help="linear warm-up of the learning rate from 0 over this many steps (default: 0)")
+    g.add_argument("--warmup-steps", type=non_negative_int,
+                   help="linear warm-up of the learning rate from 0 over this many steps (default: 1000 with "
+                        "multi-head attention: the Transformer, --encoder transformer or --heads > 1; else 0)")
     g.add_argument("--schedule", choices=("constant", "cosine", "inverse-sqrt"), default="cosine",
                    help="the learning rate after the warm-up: cosine (over --decay-steps; constant without "
                         "them), constant, or inverse-sqrt (peak * sqrt(warmup / step)) (default: cosine)")
