@@ -391,7 +391,7 @@ class LuongAttention(ScoredAttention):
             starts at `1 / sqrt(dq)`, Vaswani et al.'s scaling (section 3.2.1), so that a score starts
             with the spread of one query feature rather than of a sum of `dq` products; without it, the
             general score can saturate the softmax early in training and settle on one position for
-            every step (see "Luong's general score" in `docs/models.md`). For `"concat"` and
+            every step (`docs/models.md`, "Scaling the dot and general scores"). For `"concat"` and
             `"location"` it starts at 1; the cosine score always has its gain. Defaults to `False`
             (the paper's unscaled scores).
         units: int or None. Hidden size of the `"concat"` score and of local-p's `W_p`; defaults to
