@@ -475,7 +475,7 @@ class LuongAttention(ScoredAttention):
             shape = (dq, self.max_length)
             self.w = self.add_weight(name="w", shape=shape, initializer="glorot_uniform")
         if self.has_gain:
-            gain = {"cosine": COSINE_GAIN, "dot": dq**-0.5, "general": dq**-0.5}.get(self.score, 1.0)
+            gain = COSINE_GAIN if self.score == "cosine" else dq**-0.5 if self.score in ("dot", "general") else 1.0
             self.gain = self.add_weight(name="gain", shape=(), initializer=keras.initializers.Constant(gain))
         if self.local == "p":
             units = self.units or dq
