@@ -33,6 +33,7 @@ import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn import evaluate  # noqa: E402
+from tfattn.cli import default_warmup  # noqa: E402
 from tfattn.data.pipeline import DataConfig  # noqa: E402
 from tfattn.decoding.search import DecodeConfig  # noqa: E402
 from tfattn.serving.translator import load  # noqa: E402
@@ -62,13 +63,10 @@ KINDS = {
     "transformer-relative": dict(TRANSFORMER, positions="relative"),
     "none": dict(attention="none"),
 }
-# Training settings a kind needs beyond the shared recipe: the Transformers warm up (Vaswani et al.,
-# section 5.3) at a lower peak rate; the other kinds with multi-head attention warm up as `tfattn
-# train` does for them (`cli.default_warmup`): without it, multihead stays at the unigram loss.
-TRAINING = {
-    **{name: dict(learning_rate=1e-3, warmup_steps=1000) for name in ("transformer", "transformer-relative")},
-    **{name: dict(warmup_steps=1000) for name in ("multihead", "transformer-encoder")},
-}
+# Training settings a kind needs beyond the shared recipe: the Transformers train at a lower peak
+# rate. Every kind warms up as `tfattn train` warms it up (`cli.default_warmup`: 1,000 steps with
+# multi-head attention, Vaswani et al. section 5.3; without it, multihead stays at the unigram loss).
+TRAINING = {name: dict(learning_rate=1e-3) for name in ("transformer", "transformer-relative")}
 
 
 def model_config(args):
@@ -84,12 +82,14 @@ def run_config(args):
     seconds = args.minutes * 60
     steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
     tokenizer = TokenizerConfig(level="word", max_tokens=args.vocab_size, max_length=40)
+    model = model_config(args)
     return RunConfig(
         corpus=CorpusConfig(corpus=str(spa.SPA)),
         source_tokenizer=tokenizer, target_tokenizer=tokenizer,
-        model=model_config(args),
+        model=model,
         data=DataConfig(batch_size=64),
         train=TrainConfig(**{"learning_rate": args.learning_rate, **TRAINING.get(args.model, {})},
+                          warmup_steps=default_warmup(model),
                           decay_steps=steps, epochs=100, time_budget=seconds),
         decode=DecodeConfig(max_length=40, ratio=2.0, extra=10),
         checkpoint_every=2000,
