@@ -1,0 +1,340 @@
+"""bench/reproduce.py's helpers: the plan, the budget, runs found again, trends and tables.
+
+No TensorFlow: the script imports it only inside the functions that train and score, and the first
+test checks that importing the script loads none of it. Every expected value is worked out by hand
+beside the assertion.
+"""
+
+import argparse
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import shared_data
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import reproduce  # noqa: E402
+
+
+def test_importing_the_script_loads_no_tensorflow():
+    code = ("import sys, reproduce; heavy = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'tensorflow', 'keras', 'jax', 'tfattn', 'matplotlib', 'sacrebleu'}); print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=BENCH, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+# --- the budget -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("steps, every, expected", [
+    (6000, 400, (15, 400)),  # 15 epochs cut at 400 batches: 6,000 steps
+    (800, 400, (2, 400)),
+    (400, 400, (1, 400)),
+    (20, 400, (1, 20)),  # fewer steps than one validation interval: one epoch of 20
+])
+def test_schedule_trains_exactly_the_steps(steps, every, expected):
+    epochs, per_epoch = reproduce.schedule(steps, every)
+    assert (epochs, per_epoch) == expected
+    assert epochs * per_epoch == steps
+
+
+@pytest.mark.parametrize("steps, every, match", [
+    (6100, 400, "multiple of --every"),  # 15.25 epochs: the budget would not be exact
+    (0, 400, "steps=0"),
+    (400, 0, "every=0"),
+])
+def test_schedule_refuses_a_budget_it_cannot_train_exactly(steps, every, match):
+    with pytest.raises(ValueError, match=match):
+        reproduce.schedule(steps, every)
+
+
+def test_command_line_defaults_and_tiny():
+    args = reproduce.parse_args([])
+    assert args.corpora == ["spa-eng", "multi30k"] and args.parts == ["length", "alignment", "table4"]
+    assert args.kinds is None and args.reuse == [] and args.figures == "runs/reproduce/figures"
+    budget = reproduce.budget_of(args)
+    assert (budget.steps, budget.every, budget.size, budget.vocab) == (6000, 400, 256, {"spa-eng": 5000,
+                                                                                       "multi30k": 8000})
+    assert budget.max_pairs is None and budget.test_sentences is None
+
+    tiny = reproduce.parse_args(["--tiny", "--out", "/tmp/r"])
+    assert tiny.kinds == ["none", "luong-local-p"] and tiny.figures == "/tmp/r/figures"
+    small = reproduce.budget_of(tiny)
+    assert (small.steps, small.every, small.size, small.max_pairs, small.test_sentences) == (20, 20, 16, 2000, 200)
+
+    longer = reproduce.budget_of(reproduce.parse_args(["--tiny", "--steps", "60"]))
+    assert reproduce.schedule(longer.steps, longer.every) == (3, 20)  # tiny's validation every 20 steps kept
+    chosen = reproduce.parse_args(["--corpora", "multi30k", "--kinds", "luong-dot, none", "--reuse", "a",
+                                   "--reuse", "b"])
+    assert chosen.corpora == ["multi30k"] and chosen.kinds == ["luong-dot", "none"] and chosen.reuse == ["a", "b"]
+
+
+@pytest.mark.parametrize("argv", [["--steps", "6100"], ["--kinds", "luong,nope"], ["--corpora", "wmt14"],
+                                  ["--parts", ""]])
+def test_command_line_refuses_what_it_cannot_run(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_names_parses_a_comma_separated_list_of_known_names():
+    parse = reproduce.names(("a", "b"))
+    assert parse("b, a") == ["b", "a"]
+    for text in ("a,c", "", " , "):
+        with pytest.raises(argparse.ArgumentTypeError, match="Received"):
+            parse(text)
+
+
+# --- the plan -------------------------------------------------------------------------------------
+
+
+def test_table4_cells_are_luongs_grid_with_quality_kinds_for_the_general_score():
+    assert reproduce.table4_cells() == [
+        ("global", "location", "luong-location"), ("global", "dot", "luong-dot"), ("global", "general", "luong"),
+        ("global", "concat", "luong-concat"),
+        ("local-m", "dot", "luong-local-m-dot"), ("local-m", "general", "luong-local-m"),
+        ("local-m", "concat", "luong-local-m-concat"),
+        ("local-p", "dot", "luong-local-p-dot"), ("local-p", "general", "luong-local-p"),
+        ("local-p", "concat", "luong-local-p-concat"),
+    ]  # location only global, as in the paper: 4 + 3 + 3 cells
+
+
+def test_fields_of_takes_qualitys_kinds_first_then_the_grid():
+    known = {"luong": {"attention": "luong", "score": "general", "input_feeding": True}, "none": {"attention": "none"}}
+    assert reproduce.fields_of("luong", known) == {"attention": "luong", "score": "general", "input_feeding": True}
+    assert reproduce.fields_of("luong-local-p-dot", known) == {"attention": "luong", "score": "dot", "local": "p",
+                                                               "window": 10}
+    assert reproduce.fields_of("luong-location", {}) == {"attention": "luong", "score": "location"}
+    assert reproduce.fields_of("luong-local-m", {}) == {"attention": "luong", "score": "general", "local": "m",
+                                                        "window": 10}
+    copy = reproduce.fields_of("none", known)
+    copy["attention"] = "bahdanau"
+    assert known["none"] == {"attention": "none"}  # a copy, not quality.KINDS' own dict
+    with pytest.raises(ValueError, match="kind='luong-cosine'"):
+        reproduce.fields_of("luong-cosine", known)
+
+
+def test_plan_takes_each_kind_once_in_the_parts_order():
+    assert reproduce.plan(["length"]) == ["none", "bahdanau", "luong", "luong-local-p"]
+    assert reproduce.plan(["alignment", "length"]) == ["bahdanau", "luong", "luong-local-p", "none"]
+    everything = reproduce.plan(["length", "alignment", "table4"])
+    # 4 kinds for the length part, then the 10 cells less the two it has (luong, luong-local-p).
+    assert everything == ["none", "bahdanau", "luong", "luong-local-p", "luong-location", "luong-dot", "luong-concat",
+                          "luong-local-m-dot", "luong-local-m", "luong-local-m-concat", "luong-local-p-dot",
+                          "luong-local-p-concat"]
+    assert reproduce.plan(["length", "table4"], only=["luong-dot", "none"]) == ["none", "luong-dot"]
+
+
+# --- runs that exist ------------------------------------------------------------------------------
+
+
+def test_run_dirs_look_in_both_layouts_of_every_reuse_directory():
+    assert reproduce.run_dirs(["a", "b"], "spa-eng", "luong") == [
+        "a/spa-eng/luong/run", "a/luong/run", "b/spa-eng/luong/run", "b/luong/run"]
+    assert reproduce.run_dirs([], "spa-eng", "luong") == []
+
+
+def test_run_state_tells_finished_cut_and_new_runs_apart(tmp_path):
+    run = tmp_path / "run"
+    assert reproduce.run_state(str(run)) == "new"  # absent
+    run.mkdir()
+    assert reproduce.run_state(str(run)) == "new"  # empty
+    (run / "config.json").write_text("{}")
+    assert reproduce.run_state(str(run)) == "partial"
+    (run / "summary.json").write_text("{}")
+    assert reproduce.run_state(str(run)) == "partial"  # a summary without its export
+    (run / "export").mkdir()
+    (run / "export" / "saved_model.pb").write_bytes(b"x")
+    assert reproduce.run_state(str(run)) == "done"
+
+
+def spa_run(corpus_path, **model):
+    """A config.json's corpus and model sections, as a run of the spa-eng recipe writes them."""
+    return {"corpus": {"corpus": corpus_path, "format": None, "direction": "to_english", "source_lang": None,
+                       "target_lang": None, "splits": ["train", "validation", "test"], "max_pairs": None},
+            "model": {"attention": "luong", "score": "general", "local": None, "window": 10, "input_feeding": True,
+                      **model}}
+
+
+def test_reuse_problem_accepts_the_same_corpus_and_kind(tmp_path):
+    corpus = tmp_path / "spa.txt"
+    corpus.write_text("Go.\tVe.\n")
+    (tmp_path / "link.txt").symlink_to(corpus)
+    entry = {"corpus": str(corpus), "direction": "to_english"}
+    luong = {"attention": "luong", "score": "general", "input_feeding": True}
+    assert reproduce.reuse_problem(spa_run(str(corpus)), entry, luong) is None
+    assert reproduce.reuse_problem(spa_run(str(tmp_path / "link.txt")), entry, luong) is None  # the same file
+
+
+def test_reuse_problem_names_what_differs(tmp_path):
+    entry = {"corpus": str(tmp_path / "spa.txt"), "direction": "to_english"}
+    luong = {"attention": "luong", "score": "general", "input_feeding": True}
+    other = reproduce.reuse_problem(spa_run(str(tmp_path / "other.txt")), entry, luong)
+    assert "other.txt" in other
+    backwards = spa_run(entry["corpus"])
+    backwards["corpus"]["direction"] = "from_english"
+    assert "direction" in reproduce.reuse_problem(backwards, entry, luong)
+    # quality.py's `--attention luong` run has no input feeding: not the `luong` kind.
+    assert "input_feeding" in reproduce.reuse_problem(spa_run(entry["corpus"], input_feeding=False), entry, luong)
+    assert reproduce.reuse_problem({}, entry, luong).startswith("it trained on '', not ")  # no corpus section
+
+
+def test_reuse_problem_reads_multi30k_splits_back_from_json_lists(tmp_path):
+    entry = {"corpus": str(tmp_path), "format": "parallel", "source_lang": "en", "target_lang": "de",
+             "splits": ("train", "val", "test_2016_flickr")}
+    config = {"corpus": {"corpus": str(tmp_path), "format": "parallel", "source_lang": "en", "target_lang": "de",
+                         "splits": ["train", "val", "test_2016_flickr"]},  # JSON has lists, not tuples
+              "model": {"attention": "bahdanau"}}
+    assert reproduce.reuse_problem(config, entry, {"attention": "bahdanau"}) is None
+    config["corpus"]["source_lang"], config["corpus"]["target_lang"] = "de", "en"
+    assert "source_lang" in reproduce.reuse_problem(config, entry, {"attention": "bahdanau"})
+
+
+def test_recipe_differences_lists_the_recipe_fields_that_differ():
+    ours = {"model": {"embedding_dim": 256, "units": 256, "dropout": 0.2, "attention": "luong"},
+            "source_tokenizer": {"max_tokens": 5000}, "target_tokenizer": {"max_tokens": 5000},
+            "data": {"batch_size": 64, "shuffle_buffer": 131072},
+            "train": {"learning_rate": 0.002, "decay_steps": 6000, "time_budget": None}}
+    # A quality.py run: 15 minutes (900 s) with the cosine over 10,000 steps, the pipeline's buffer.
+    theirs = {**ours, "data": {"batch_size": 64, "shuffle_buffer": 20000},
+              "train": {"learning_rate": 0.002, "decay_steps": 10000, "time_budget": 900.0},
+              "model": {**ours["model"], "attention": "bahdanau"}}  # not a recipe field: the kind's
+    assert reproduce.recipe_differences(theirs, ours) == {"data.shuffle_buffer": [20000, 131072],
+                                                          "train.decay_steps": [10000, 6000],
+                                                          "train.time_budget": [900.0, None]}
+    assert reproduce.recipe_differences(ours, ours) == {}
+
+
+def test_perplexity_is_the_exponential_of_the_loss():
+    assert reproduce.perplexity(0.0) == 1.0
+    assert reproduce.perplexity(math.log(7.5)) == 7.5
+    assert reproduce.perplexity(1.0) == 2.72  # e = 2.71828...
+    for loss in (None, float("nan"), float("inf")):
+        assert reproduce.perplexity(loss) is None
+
+
+# --- what the scores show -------------------------------------------------------------------------
+
+
+def test_with_counts_pairs_each_bucket_with_its_sentences():
+    bleu = {"1-5": 30.0, "6-10": None}
+    counts = {"1-5": 3, "6-10": 0, "11-15": 2}
+    assert reproduce.with_counts(bleu, counts) == {"1-5": {"bleu": 30.0, "n": 3}, "6-10": {"bleu": None, "n": 0},
+                                                   "11-15": {"bleu": None, "n": 2}}
+
+
+def buckets(*points):
+    """`{label: {"bleu", "n"}}` over the package's five buckets from `(bleu, n)` pairs."""
+    return {label: {"bleu": b, "n": n} for label, (b, n) in zip(("1-5", "6-10", "11-15", "16-20", "21+"), points)}
+
+
+def test_length_trend_fits_a_line_over_the_buckets_with_enough_sentences():
+    # x = 0..3, y = 30, 26, 24, 14: means 1.5 and 23.5; sum of dx*dy = -1.5*6.5 - 0.5*2.5 + 0.5*0.5 - 1.5*9.5 = -25,
+    # sum of dx^2 = 5: slope -5 (the ends alone would give -16 / 3 = -5.33). 21+ is empty.
+    trend = reproduce.length_trend(buckets((30.0, 100), (26.0, 50), (24.0, 30), (14.0, 25), (None, 0)))
+    assert trend == {"buckets": ["1-5", "6-10", "11-15", "16-20"], "slope": -5.0, "last_minus_first": -16.0}
+
+
+def test_length_trend_leaves_out_buckets_of_few_sentences_and_keeps_their_positions():
+    by_length = buckets((30.0, 100), (99.0, 5), (20.0, 30), (16.0, 30), (None, 0))
+    # Without 6-10 (5 sentences): points (0, 30), (2, 20), (3, 16); means 5/3 and 22; sum of dx*dy =
+    # -5/3*8 + 1/3*-2 + 4/3*-6 = -22, sum of dx^2 = 14/3: slope -66/14 = -4.714.
+    assert reproduce.length_trend(by_length) == {"buckets": ["1-5", "11-15", "16-20"], "slope": -4.71,
+                                                 "last_minus_first": -14.0}
+    # With it (min_n 5): x 0..3, y 30, 99, 20, 16: sum of dx*dy = -60.5, sum of dx^2 = 5: slope -12.1.
+    assert reproduce.length_trend(by_length, min_n=5)["slope"] == -12.1
+    one = reproduce.length_trend(buckets((30.0, 100), (20.0, 3), (None, 0), (None, 0), (None, 0)))
+    assert one == {"buckets": ["1-5"], "slope": None, "last_minus_first": None}
+
+
+def test_gaps_are_each_models_bleu_minus_the_baselines():
+    by_length = {"none": buckets((20.0, 3), (10.0, 2), (None, 0)),
+                 "bahdanau": buckets((25.5, 3), (18.0, 2), (None, 0)),
+                 "luong": buckets((19.0, 3), (None, 2), (5.0, 0))}
+    assert reproduce.gaps(by_length) == {"bahdanau": {"1-5": 5.5, "6-10": 8.0, "11-15": None},
+                                         "luong": {"1-5": -1.0, "6-10": None, "11-15": None}}
+
+
+def test_long_sentence_is_the_longest_source_within_the_limit():
+    pairs = [("a b c", "x"), ("a b c d e", "y"), ("a b c d e f g", "z"), ("v  w x y z", "q")]
+    assert reproduce.long_sentence(pairs, max_words=6) == ("a b c d e", "y")  # 5 words; the 7 too long; first of two
+    assert reproduce.long_sentence(pairs, max_words=7) == ("a b c d e f g", "z")
+    assert reproduce.long_sentence(pairs, max_words=2) is None
+
+
+def test_figure_path_names_the_figure_in_the_directory():
+    assert reproduce.figure_path("docs", "alignment", "spa-eng", "bahdanau") == \
+        "docs/reproduction-alignment-spa-eng-bahdanau.png"
+
+
+# --- the tables -----------------------------------------------------------------------------------
+
+
+def row(steps, ppl, greedy, beam, greedy_by_length=None, beam_by_length=None):
+    return {"steps": steps, "val_ppl": ppl, "greedy": {"bleu": greedy, "bleu_by_length": greedy_by_length or {}},
+            "beam4": {"bleu": beam, "bleu_by_length": beam_by_length or {}}}
+
+
+MODELS = {
+    "luong": row(6000, 4.5, 30.0, 32.25, {"1-5": 31.0, "6-10": None}, {"1-5": 33.0, "6-10": 29.0}),
+    "none": row(6000, 9.87, 10.0, 11.0, {"1-5": 20.0, "6-10": 10.0}, {"1-5": 22.0, "6-10": 12.5}),
+    "luong-local-p-dot": row(20, None, 1.0, 2.0),
+}
+COUNTS = {"1-5": 1500, "6-10": 25}
+
+
+def test_length_table_has_a_row_per_length_kind_in_order():
+    # Slopes over two buckets: 12.5 - 22 = -9.5 and 29 - 33 = -4; luong-local-p-dot is not a length kind.
+    assert reproduce.length_table(MODELS, COUNTS) == "\n".join([
+        "| model | steps | 1-5 (n=1,500) | 6-10 (n=25) | slope, beam 4 |",
+        "|---|---|---|---|---|",
+        "| RNNencdec (no attention) | 6,000 | 20.00 / 22.00 | 10.00 / 12.50 | -9.50 |",
+        "| Luong global | 6,000 | 31.00 / 33.00 | - / 29.00 | -4.00 |",
+    ])
+
+
+def test_table4_table_has_a_row_per_cell_that_ran_in_the_papers_order():
+    assert reproduce.table4_table(MODELS) == "\n".join([
+        "| attention | score | val ppl | BLEU greedy / beam 4 | steps |",
+        "|---|---|---|---|---|",
+        "| global | general | 4.50 | 30.00 / 32.25 | 6,000 |",
+        "| local-p | dot | - | 1.00 / 2.00 | 20 |",
+    ])
+
+
+def test_markdown_gives_each_corpus_its_tables():
+    result = {"corpora": {"spa-eng": {"direction": "Spanish -> English", "n_test": 2380, "bucket_counts": COUNTS,
+                                      "models": MODELS, "length": {}, "table4": {}},
+                          "multi30k": {"direction": "English -> German", "n_test": 1000, "bucket_counts": COUNTS,
+                                       "models": {}, "table4": {}}}}
+    text = reproduce.markdown(result)
+    assert text.startswith("## spa-eng (Spanish -> English), 2,380 test sentences\n")
+    assert reproduce.length_table(MODELS, COUNTS) in text and reproduce.table4_table(MODELS) in text
+    multi30k = text[text.index("## multi30k"):]
+    assert "BLEU by source length" not in multi30k and "Table 4 analogue" in multi30k  # no length part asked
+
+
+# --- the budget against the real corpora ----------------------------------------------------------
+
+
+@pytest.mark.data
+def test_the_budget_fits_the_real_corpora():
+    spa = shared_data("spa-eng", "spa.txt")
+    with open(spa, encoding="utf-8") as f:
+        lines = sum(1 for _ in f)
+    train = lines - sum(1 for i in range(lines) if i % 50 in (0, 1))  # TEST and VALIDATION by line index
+    assert train == 114_204 and reproduce.FULL_SHUFFLE >= train  # the shuffle buffer holds the whole split
+    with open(shared_data("multi30k-en-de", "train.en"), encoding="utf-8") as f:
+        pairs = sum(1 for _ in f)
+    # 29,000 pairs make 453 batches of 64: an epoch cut at EVERY batches is never cut short by the data
+    # (the length limit drops few: Multi30k's longest sentence has 39 words).
+    assert pairs == 29_000 and pairs // 64 >= reproduce.EVERY
+    assert Path(reproduce.CORPORA["spa-eng"]["corpus"]) == spa  # where the tests find the corpora
+    assert Path(reproduce.CORPORA["multi30k"]["corpus"]) == shared_data("multi30k-en-de")
