@@ -31,6 +31,7 @@ Usage: python bench/reproduce.py [--steps 6000] [--corpora spa-eng,multi30k] [--
 
 import argparse
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -170,12 +171,12 @@ def run_dirs(reuse, corpus, kind):
 
 
 def run_state(run):
-    """`"done"` (a summary and an export), `"partial"` (a config.json: a run cut short, which resumes)
-    or `"new"`."""
-    if os.path.isfile(os.path.join(run, "summary.json")) and os.path.isfile(
-            os.path.join(run, "export", "saved_model.pb")):
-        return "done"
-    return "partial" if os.path.isfile(os.path.join(run, "config.json")) else "new"
+    """`"done"` (a config, a summary and an export), `"partial"` (a config.json alone: a run cut short,
+    which resumes) or `"new"`."""
+    if not os.path.isfile(os.path.join(run, "config.json")):
+        return "new"
+    done = all(os.path.isfile(os.path.join(run, *name)) for name in (("summary.json",), ("export", "saved_model.pb")))
+    return "done" if done else "partial"
 
 
 def _plain(value):
@@ -199,7 +200,7 @@ def reuse_problem(config, corpus, fields):
     return None
 
 
-RECIPE_FIELDS = (("model", "embedding_dim"), ("model", "units"), ("model", "dropout"),
+RECIPE_FIELDS = (("corpus", "max_pairs"), ("model", "embedding_dim"), ("model", "units"), ("model", "dropout"),
                  ("source_tokenizer", "max_tokens"), ("target_tokenizer", "max_tokens"),
                  ("data", "batch_size"), ("data", "shuffle_buffer"), ("train", "learning_rate"),
                  ("train", "decay_steps"), ("train", "time_budget"))
@@ -350,7 +351,8 @@ def parse_args(argv=None):
                         help=f"only these kinds (default: what the parts need; --tiny: {','.join(TINY_KINDS)})")
     parser.add_argument("--reuse", action="append", default=[], metavar="DIR",
                         help="take finished runs from DIR/CORPUS/KIND/run or DIR/KIND/run (repeatable)")
-    parser.add_argument("--out", default="runs/reproduce", help="this script's runs, OUT/CORPUS/KIND/run")
+    parser.add_argument("--out", help="this script's runs, OUT/CORPUS/KIND/run (default runs/reproduce; --tiny: "
+                                      "runs/reproduce-tiny)")
     parser.add_argument("--figures", help="where the PNGs go (default OUT/figures; docs for docs/reproduction.md)")
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--dropout", type=float, default=0.2)
@@ -361,6 +363,7 @@ def parse_args(argv=None):
         schedule(budget_of(args).steps, budget_of(args).every)
     except ValueError as error:
         parser.error(str(error))
+    args.out = args.out or ("runs/reproduce-tiny" if args.tiny else "runs/reproduce")
     args.figures = args.figures or os.path.join(args.out, "figures")
     args.kinds = args.kinds or (list(TINY_KINDS) if args.tiny else None)
     return args
@@ -396,7 +399,8 @@ def run_config(corpus, kind, fields, budget, args):
 
 def find_or_train(corpus, kind, fields, wanted, args):
     """`(run directory, how)`: a finished run from `--reuse` that fits, else this script's own run in
-    OUT/CORPUS/KIND/run, found finished, resumed or trained."""
+    OUT/CORPUS/KIND/run, found finished, resumed or trained. An own run of another recipe (another
+    `--steps`, `--tiny`) stops the script rather than being mixed in."""
     from tfattn.training.runs import train_run
 
     for run in run_dirs(args.reuse, corpus, kind):
@@ -407,6 +411,11 @@ def find_or_train(corpus, kind, fields, wanted, args):
             echo(f"not reusing {run}: {problem}")
     own = os.path.join(args.out, corpus, kind, "run")
     state = run_state(own)
+    if state != "new":
+        differences = recipe_differences(read_json(os.path.join(own, "config.json")), wanted.to_dict())
+        if differences:  # another --steps or --tiny into the same --out: never mixed in silently
+            sys.exit(f"{own} holds a run of another recipe ({differences}: the run's, then this invocation's); "
+                     f"pass another --out, or remove it to train it again")
     if state != "done":
         echo(f"{corpus}, {kind}: training {wanted.train.decay_steps:,} steps in {own}"
              + (" (resumed)" if state == "partial" else ""))
@@ -522,7 +531,10 @@ def reproduce(corpus, kinds, budget, args):
     """Everything the parts ask for on one corpus: its models' rows, then each part."""
     test = scored_pairs(corpus, budget)
     counts = bucket_counts([source for source, _ in test])
-    models = {kind: model_row(corpus, kind, budget, args, test) for kind in kinds}
+    models = {}
+    for kind in kinds:
+        models[kind] = model_row(corpus, kind, budget, args, test)
+        gc.collect()  # the model, its trainer and the loaded exports, before the next one is made
     found = {"direction": DIRECTIONS[corpus], "n_test": len(test), "bucket_counts": counts, "models": models}
     if "length" in args.parts:
         found["length"] = length_part(corpus, models, counts, args.figures)
@@ -543,6 +555,9 @@ def main():
     result = {"benchmark": "reproduce", "matmul_gflops": round(matmul_gflops(), 1), "tiny": args.tiny,
               "budget": dataclasses.asdict(budget), "parts": args.parts, "corpora": {}}
     kinds = plan(args.parts, args.kinds)
+    unused = [kind for kind in args.kinds or () if kind not in kinds]
+    if unused:
+        echo(f"--kinds {','.join(unused)}: not needed by --parts {','.join(args.parts)}, left out")
     for corpus in args.corpora:
         result["corpora"][corpus] = reproduce(corpus, kinds, budget, args)
     os.makedirs(args.out, exist_ok=True)

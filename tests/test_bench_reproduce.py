@@ -63,6 +63,7 @@ def test_command_line_defaults_and_tiny():
                                                                                        "multi30k": 8000})
     assert budget.max_pairs is None and budget.test_sentences is None
 
+    assert reproduce.parse_args(["--tiny"]).out == "runs/reproduce-tiny"  # never the full runs' directory
     tiny = reproduce.parse_args(["--tiny", "--out", "/tmp/r"])
     assert tiny.kinds == ["none", "luong-local-p"] and tiny.figures == "/tmp/r/figures"
     small = reproduce.budget_of(tiny)
@@ -146,13 +147,17 @@ def test_run_state_tells_finished_cut_and_new_runs_apart(tmp_path):
     assert reproduce.run_state(str(run)) == "new"  # absent
     run.mkdir()
     assert reproduce.run_state(str(run)) == "new"  # empty
-    (run / "config.json").write_text("{}")
-    assert reproduce.run_state(str(run)) == "partial"
     (run / "summary.json").write_text("{}")
-    assert reproduce.run_state(str(run)) == "partial"  # a summary without its export
     (run / "export").mkdir()
     (run / "export" / "saved_model.pb").write_bytes(b"x")
+    assert reproduce.run_state(str(run)) == "new"  # no config.json: not a run
+    (run / "config.json").write_text("{}")
     assert reproduce.run_state(str(run)) == "done"
+    (run / "summary.json").unlink()
+    assert reproduce.run_state(str(run)) == "partial"  # an export without its summary: cut short
+    (run / "summary.json").write_text("{}")
+    (run / "export" / "saved_model.pb").unlink()
+    assert reproduce.run_state(str(run)) == "partial"  # a summary without its export
 
 
 def spa_run(corpus_path, **model):
@@ -210,6 +215,8 @@ def test_recipe_differences_lists_the_recipe_fields_that_differ():
                                                           "train.decay_steps": [10000, 6000],
                                                           "train.time_budget": [900.0, None]}
     assert reproduce.recipe_differences(ours, ours) == {}
+    tiny = {**ours, "corpus": {"max_pairs": 2000}, "model": {**ours["model"], "units": 16}}
+    assert reproduce.recipe_differences(tiny, ours) == {"corpus.max_pairs": [2000, None], "model.units": [16, 256]}
 
 
 def test_perplexity_is_the_exponential_of_the_loss():
