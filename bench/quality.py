@@ -120,7 +120,8 @@ def score(export_dir, pairs, beam):
     bleu = sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score
     by_length = evaluate.bleu_by_length([s for s, _ in pairs], hyps, refs)
     long = [i for i, (source, _) in enumerate(pairs) if len(source.split()) >= 16]
-    long_bleu = sacrebleu.corpus_bleu([hyps[i] for i in long], [[refs[i] for i in long]], lowercase=True).score
+    long_bleu = (sacrebleu.corpus_bleu([hyps[i] for i in long], [[refs[i] for i in long]], lowercase=True).score
+                 if long else None)  # sacrebleu refuses an empty corpus (it reads hypotheses[0])
     return {"bleu": round(bleu, 2), "decode_seconds": round(seconds, 1),
             "bleu_by_length": {k: v["bleu"] and round(v["bleu"], 2) for k, v in by_length.items()},
             "bleu_16_plus": round(long_bleu, 2) if long else None, "n_16_plus": len(long),
