@@ -2,11 +2,13 @@
 
 No TensorFlow: the script imports it only inside the functions that train and score, and the first
 test checks that importing the script loads none of it. Every expected value is worked out by hand
-beside the assertion.
+beside the assertion. The last test (long) runs the script itself in its `--tiny` mode.
 """
 
 import argparse
+import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -205,15 +207,16 @@ def test_reuse_problem_reads_multi30k_splits_back_from_json_lists(tmp_path):
 def test_recipe_differences_lists_the_recipe_fields_that_differ():
     ours = {"model": {"embedding_dim": 256, "units": 256, "dropout": 0.2, "attention": "luong"},
             "source_tokenizer": {"max_tokens": 5000}, "target_tokenizer": {"max_tokens": 5000},
-            "data": {"batch_size": 64, "shuffle_buffer": 131072},
+            "data": {"batch_size": 64, "shuffle_buffer": None},
             "train": {"learning_rate": 0.002, "decay_steps": 6000, "time_budget": None}}
-    # A quality.py run: 15 minutes (900 s) with the cosine over 10,000 steps, the pipeline's buffer.
-    theirs = {**ours, "data": {"batch_size": 64, "shuffle_buffer": 20000},
-              "train": {"learning_rate": 0.002, "decay_steps": 10000, "time_budget": 900.0},
+    # A quality.py run: 15 minutes (900 s) with the cosine over 10,000 steps, the same whole-split shuffle.
+    theirs = {**ours, "train": {"learning_rate": 0.002, "decay_steps": 10000, "time_budget": 900.0},
               "model": {**ours["model"], "attention": "bahdanau"}}  # not a recipe field: the kind's
-    assert reproduce.recipe_differences(theirs, ours) == {"data.shuffle_buffer": [20000, 131072],
-                                                          "train.decay_steps": [10000, 6000],
+    assert reproduce.recipe_differences(theirs, ours) == {"train.decay_steps": [10000, 6000],
                                                           "train.time_budget": [900.0, None]}
+    # A run of an earlier version, whose pipeline shuffled through a buffer of 20,000 rows.
+    older = {**ours, "data": {"batch_size": 64, "shuffle_buffer": 20000}}
+    assert reproduce.recipe_differences(older, ours) == {"data.shuffle_buffer": [20000, None]}
     assert reproduce.recipe_differences(ours, ours) == {}
     tiny = {**ours, "corpus": {"max_pairs": 2000}, "model": {**ours["model"], "units": 16}}
     assert reproduce.recipe_differences(tiny, ours) == {"corpus.max_pairs": [2000, None], "model.units": [16, 256]}
@@ -337,7 +340,8 @@ def test_the_budget_fits_the_real_corpora():
     with open(spa, encoding="utf-8") as f:
         lines = sum(1 for _ in f)
     train = lines - sum(1 for i in range(lines) if i % 50 in (0, 1))  # TEST and VALIDATION by line index
-    assert train == 114_204 and reproduce.FULL_SHUFFLE >= train  # the shuffle buffer holds the whole split
+    # 114,204 pairs make 1,784 batches of 64: a cut epoch of EVERY batches is 22% of an epoch.
+    assert train == 114_204 and train // 64 >= reproduce.EVERY
     with open(shared_data("multi30k-en-de", "train.en"), encoding="utf-8") as f:
         pairs = sum(1 for _ in f)
     # 29,000 pairs make 453 batches of 64: an epoch cut at EVERY batches is never cut short by the data
@@ -345,3 +349,82 @@ def test_the_budget_fits_the_real_corpora():
     assert pairs == 29_000 and pairs // 64 >= reproduce.EVERY
     assert Path(reproduce.CORPORA["spa-eng"]["corpus"]) == spa  # where the tests find the corpora
     assert Path(reproduce.CORPORA["multi30k"]["corpus"]) == shared_data("multi30k-en-de")
+
+
+# --- the script itself, tiny ----------------------------------------------------------------------
+
+
+def run_script(*args):
+    """`python bench/reproduce.py ARGS` in a subprocess, this checkout's `tfattn` first on its path."""
+    root = str(BENCH.parent)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.run([sys.executable, str(BENCH / "reproduce.py"), *args], capture_output=True, text=True,
+                          env=env, cwd=root, timeout=3600)
+
+
+# Source length buckets of the 200 test pairs `--tiny` scores, counted in the raw files with awk
+# (whitespace-separated words): spa-eng's TEST pairs are its lines i % 50 == 0, and the 200 spread
+# over its 2,380 are TEST pairs floor(11.9 k), k = 0..199, the longest of 15 words; Multi30k's are
+# every fifth line of test_2016_flickr.en (1,000 / 200).
+TINY_COUNTS = {"spa-eng": {"1-5": 100, "6-10": 90, "11-15": 10, "16-20": 0, "21+": 0},
+               "multi30k": {"1-5": 1, "6-10": 76, "11-15": 93, "16-20": 24, "21+": 6}}
+
+
+@pytest.mark.long  # four tiny runs trained, exported and scored twice: minutes, make test-long
+@pytest.mark.data
+def test_tiny_reproduction_runs_every_part_then_finds_its_runs_and_refuses_another_recipe(tmp_path):
+    shared_data("spa-eng", "spa.txt")
+    shared_data("multi30k-en-de", "test_2016_flickr.en")
+    out = tmp_path / "out"
+    first = run_script("--tiny", "--out", str(out))
+    assert first.returncode == 0, first.stderr[-3000:]
+    result = json.loads(first.stdout)
+    assert result == json.loads((out / "reproduce.json").read_text(encoding="utf-8"))
+    assert result["tiny"] and result["budget"]["steps"] == 20 and list(result["corpora"]) == ["spa-eng", "multi30k"]
+    tables = (out / "tables.md").read_text(encoding="utf-8")
+    for corpus, found in result["corpora"].items():
+        assert found["n_test"] == 200 and found["bucket_counts"] == TINY_COUNTS[corpus]
+        assert list(found["models"]) == ["none", "luong-local-p"] and found["diverged"] == {}
+        for kind, row in found["models"].items():
+            assert (row["how"], row["steps"], row["validations"]) == ("trained", 20, 1)
+            assert row["run"] == str(out / corpus / kind / "run") and "differs_from_recipe" not in row
+            for decoding in ("greedy", "beam4"):
+                assert 0.0 <= row[decoding]["bleu"] <= 100.0
+                assert list(row[decoding]["bleu_by_length"]) == list(TINY_COUNTS[corpus])
+        # The length part: both models' trends, the attention model's gap to the baseline in every bucket.
+        length = found["length"]
+        assert set(length["trend_beam4"]) == {"none", "luong-local-p"}
+        assert list(length["gap_to_baseline_beam4"]) == ["luong-local-p"]
+        assert list(length["gap_to_baseline_beam4"]["luong-local-p"]) == list(TINY_COUNTS[corpus])
+        assert Path(length["figure"]) == out / "figures" / f"reproduction-bleu-by-length-{corpus}.png"
+        # The alignment part: the baseline has no attention to draw.
+        alignment = found["alignment"]
+        assert list(alignment["models"]) == ["luong-local-p"] and alignment["words"] <= reproduce.LONG_WORDS
+        assert Path(alignment["models"]["luong-local-p"]["figure"]) == \
+            out / "figures" / f"reproduction-alignment-{corpus}-luong-local-p.png"
+        # Table 4: the one cell that ran.
+        assert list(found["table4"]) == ["local-p"] and list(found["table4"]["local-p"]) == ["general"]
+        assert f"## {corpus} " in tables
+    for png in (out / "figures").iterdir():
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list((out / "figures").iterdir())) == 4  # 2 corpora x (length, alignment)
+    # spa-eng's 200 pairs hold no source of 16 words or more: no BLEU for them, rather than a crash.
+    spa_row = result["corpora"]["spa-eng"]["models"]["none"]["greedy"]
+    assert (spa_row["n_16_plus"], spa_row["bleu_16_plus"]) == (0, None)
+    assert result["corpora"]["multi30k"]["models"]["none"]["greedy"]["n_16_plus"] == 30  # 24 + 6
+
+    # Again, Table 4 alone: the run is found and scored again, not trained; the baseline is not needed.
+    again = run_script("--tiny", "--out", str(out), "--corpora", "multi30k", "--parts", "table4")
+    assert again.returncode == 0, again.stderr[-3000:]
+    rows = json.loads(again.stdout)["corpora"]["multi30k"]["models"]
+    assert list(rows) == ["luong-local-p"] and rows["luong-local-p"]["how"] == "found"
+    assert rows["luong-local-p"]["greedy"]["bleu"] == \
+        result["corpora"]["multi30k"]["models"]["luong-local-p"]["greedy"]["bleu"]  # the same export, greedy
+    assert "luong-local-p: training" not in again.stderr
+    assert "--kinds none: not needed by --parts table4" in again.stderr
+
+    # Another budget into the same --out stops rather than mixing the two.
+    other = run_script("--tiny", "--steps", "40", "--out", str(out), "--corpora", "multi30k", "--parts", "table4")
+    assert other.returncode == 1 and '"benchmark"' not in other.stdout  # no JSON: nothing was scored
+    assert "holds a run of another recipe" in other.stderr and "'train.decay_steps': [20, 40]" in other.stderr
