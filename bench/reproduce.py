@@ -1,15 +1,25 @@
 """The papers' central findings, on small corpora: Bahdanau et al. 2014 Fig. 2 and 3, Luong et al. 2015 Table 4.
 
-At one training budget, a fixed number of steps for every model, on spa-eng (Spanish -> English)
-and Multi30k (English -> German), three parts (`--parts`):
+At one training budget, a fixed number of steps for every model (8,000 by default), three parts
+(`--parts`):
 
 - `length` (Bahdanau et al., Fig. 2): RNNencdec (no attention) against RNNsearch (Bahdanau) against
   Luong global and Luong local-p attention (general score, input feeding): BLEU by source length,
   greedy and beam 4, on the corpus's test split. Does the baseline fall with length while attention
   holds?
 - `alignment` (Fig. 3): each attention model's weights over one long test sentence, as a heatmap.
-- `table4` (Luong et al., Table 4): the scores dot, general and concat, and location (global only, as
-  in the paper), by global, local-m and local-p attention: validation perplexity and test BLEU.
+- `table4` (Luong et al., Table 4): scores by global, local-m and local-p attention: validation
+  perplexity and test BLEU.
+
+Two grids. The estimates are `estimate_seconds` of the grid: each run's steps at the seconds per
+step of its kind (`STEP_SECONDS`, measured on spa-eng on 2 cores; Multi30k's taken as twice as
+long), plus its validations and its scoring (`VALIDATION_SECONDS`, `SCORING_SECONDS`):
+
+- default: spa-eng (Spanish -> English) alone, and Table 4 cut to five cells (`DEFAULT_CELLS`:
+  global dot, general and concat; local-m general; local-p general): 7 runs, about 1 h 47 min.
+- `--full`: spa-eng and Multi30k (English -> German), and Table 4's ten cells (`FULL_CELLS`: dot,
+  general and concat by global, local-m and local-p, and location for global only, as in the
+  paper): 24 runs, about 9 h 07 min (7 h 20 min more after the default grid, whose runs it finds).
 
 Every model trains with bench/quality.py's recipe (`quality.recipe`, `quality.recipe_model`:
 embedding and units 256, dropout 0.2, Adam at 2e-3 on a cosine over the budget, word vocabularies,
@@ -18,15 +28,17 @@ sentences of at most 40 tokens, batches of 64) through `tfattn.training.runs`, t
 validation loss, exported, sacrebleu BLEU lowercased). A run that exists is not trained again:
 this script keeps each run in OUT/CORPUS/KIND/run (a run cut short resumes there), and `--reuse DIR`
 takes finished runs from DIR/CORPUS/KIND/run or from bench/quality.py's layout DIR/KIND/run (its
-`--out DIR/KIND`), when the run's corpus and the kind's model fields match.
+`--out DIR/KIND`), when the run's corpus and the kind's model fields match. `--kinds` picks kinds
+from either grid, so that any of Table 4's cells can be added to, or left out of, a run.
 
 Prints one JSON object (also written to OUT/reproduce.json), writes the figures as PNG to
 `--figures` (`--figures docs` for docs/reproduction.md) and the tables as Markdown, laid out as in
 docs/reproduction.md, to OUT/tables.md. TensorFlow and the package are imported inside the functions
 that use them, so that the helpers are tested without TensorFlow (tests/test_bench_reproduce.py).
 
-Usage: python bench/reproduce.py [--steps 6000] [--corpora spa-eng,multi30k] [--parts length,alignment,table4]
-           [--kinds KIND,...] [--reuse DIR]... [--out runs/reproduce] [--figures DIR] [--tiny]
+Usage: python bench/reproduce.py [--full] [--steps 8000] [--corpora spa-eng,multi30k]
+           [--parts length,alignment,table4] [--kinds KIND,...] [--reuse DIR]... [--out runs/reproduce]
+           [--figures DIR] [--tiny]
 """
 
 import argparse
@@ -40,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))  # quality, spa and machine, imported where used
 
-STEPS = 6000  # training steps per model
+STEPS = 8000  # training steps per model, in both grids
 # Steps between validations: at most one epoch of Multi30k (about 450 batches of 64). An epoch cut at
 # EVERY batches is a uniform sample of the training split, although spa.txt is sorted by length: the
 # pipeline's default `DataConfig.shuffle_buffer` (None) shuffles every row of the split each epoch.
@@ -68,8 +80,34 @@ NAMES = {"none": "RNNencdec (no attention)", "bahdanau": "RNNsearch (Bahdanau)",
 RANGES = {"global": {}, "local-m": {"local": "m", "window": 10}, "local-p": {"local": "p", "window": 10}}
 SCORES = {"global": ("location", "dot", "general", "concat"), "local-m": ("dot", "general", "concat"),
           "local-p": ("dot", "general", "concat")}
+# The grids' Table 4 cells, `(range, score)`. The full grid is the paper's table with concat; the
+# default keeps what its reading rests on: the content scores for global attention, and general, the
+# paper's best score for local attention, by range. Any `(range, score)` with a score of
+# `tfattn.layers.attention.SCORES` may be added here.
+FULL_CELLS = tuple((range_, score) for range_ in RANGES for score in SCORES[range_])
+DEFAULT_CELLS = (("global", "dot"), ("global", "general"), ("global", "concat"), ("local-m", "general"),
+                 ("local-p", "general"))
+DEFAULT_CORPORA = ("spa-eng",)  # --full: every corpus of CORPORA
 MIN_N = 20  # a length bucket counts in a trend only with at least this many test sentences
 LONG_WORDS = 24  # the alignment's sentence: the longest test source of at most this many words
+
+# What a grid's duration is estimated from (`estimate_seconds`). Seconds per training step of a
+# spa-eng model of this recipe on the 2-core machine, from bench/quality.py's 15-minute rows in
+# docs/performance.md (900 s over the steps each made): attention over the whole source (bahdanau
+# 10,177 steps, luong 10,192) 0.09, the baseline (none, 9,610) 0.094, local attention (luong-local-p,
+# 7,903; local-m, not measured, taken as local-p) 0.114.
+STEP_SECONDS = {"global": 0.09, "none": 0.094, "local": 0.114}
+# Multi30k's steps, not measured: its sentences have about twice the words of spa-eng's (11.9 English
+# and 11.1 German words per training pair, against 6.1 Spanish and 6.3 English), and its target
+# vocabulary is 8,000 words, not 5,000.
+CORPUS_STEP_FACTOR = {"spa-eng": 1.0, "multi30k": 2.0}
+# A validation (the validation split's loss, 200 greedy translations): docs/performance.md's loop table
+# has 7.4 s for the one validation of an epoch, the greedy search's tracing included, which later
+# validations skip.
+VALIDATION_SECONDS = 4
+# A run's scoring: its export at the end of training, loading the export twice (3-5 s each), the test
+# split greedy (about 1,000 sentences/s) and with beam 4 (about 400/s), the alignment's sentence.
+SCORING_SECONDS = 60
 
 
 @dataclasses.dataclass
@@ -126,9 +164,12 @@ def grid_fields(score, range_):
     return {"attention": "luong", "score": score, **RANGES[range_]}
 
 
-def table4_cells():
-    """`[(range, score, kind), ...]`: Table 4's cells, global first, location first among the scores."""
-    return [(range_, score, grid_kind(score, range_)) for range_ in RANGES for score in SCORES[range_]]
+def table4_cells(cells=None):
+    """`[(range, score, kind), ...]` of `cells` (`(range, score)` pairs, in their order); None: every
+    cell of either grid, the full grid's first (global first, location first among the scores)."""
+    if cells is None:
+        cells = FULL_CELLS + tuple(cell for cell in DEFAULT_CELLS if cell not in FULL_CELLS)
+    return [(range_, score, grid_kind(score, range_)) for range_, score in cells]
 
 
 def fields_of(kind, known):
@@ -145,19 +186,58 @@ def fields_of(kind, known):
     raise ValueError(f"Unknown kind: not in quality.KINDS nor a Table 4 cell. Received: kind={kind!r}")
 
 
-def plan(parts, only=None):
-    """The kinds that `parts` need, each once, in the parts' order; `only` (names) keeps those alone."""
-    needs = {"length": LENGTH_KINDS, "alignment": ALIGNMENT_KINDS, "table4": [k for _, _, k in table4_cells()]}
+def plan(parts, cells=DEFAULT_CELLS, only=None):
+    """The kinds that `parts` need, each once, in the parts' order, with `cells` for Table 4 (None:
+    every cell of either grid); `only` (names) keeps those alone."""
+    needs = {"length": LENGTH_KINDS, "alignment": ALIGNMENT_KINDS, "table4": [k for _, _, k in table4_cells(cells)]}
     kinds = []
     for part in parts:
         kinds += [kind for kind in needs[part] if kind not in kinds]
     return [kind for kind in kinds if only is None or kind in only]
 
 
+def kinds_of(args):
+    """The kinds this invocation trains, on each corpus: its grid's (`--full` or the default), or the
+    `--kinds` that `--parts` use, taken from either grid."""
+    if args.kinds:
+        return plan(args.parts, None, args.kinds)
+    return plan(args.parts, FULL_CELLS if args.full else DEFAULT_CELLS)
+
+
 def budget_of(args):
     """The `Budget` of the command line: `TINY` or the default, with `--steps` and `--every` over it."""
     base = TINY if args.tiny else Budget()
     return dataclasses.replace(base, steps=args.steps or base.steps, every=args.every or base.every)
+
+
+# -- how long a grid takes -----------------------------------------------------------------------------
+
+def step_seconds(kind, corpus):
+    """Estimated seconds per training step of `kind` on `corpus` (`STEP_SECONDS`, `CORPUS_STEP_FACTOR`)."""
+    family = "none" if kind == "none" else "local" if "-local-" in kind else "global"
+    return STEP_SECONDS[family] * CORPUS_STEP_FACTOR[corpus]
+
+
+def run_seconds(kind, corpus, steps, every):
+    """Estimated seconds of one run: `steps` training steps, a validation every `every`, its scoring."""
+    validations = schedule(steps, every)[0]
+    return steps * step_seconds(kind, corpus) + validations * VALIDATION_SECONDS + SCORING_SECONDS
+
+
+def estimate_seconds(corpora, kinds, steps, every=EVERY):
+    """Estimated seconds of training and scoring every kind of `kinds` on every corpus of `corpora` on
+    the 2-core machine, as a whole number (a run found finished takes only its scoring)."""
+    return round(sum(run_seconds(kind, corpus, steps, every) for corpus in corpora for kind in kinds))
+
+
+def duration_text(seconds):
+    """`seconds` to the nearest minute: `"47 min"`, `"1 h 05 min"`."""
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+DEFAULT_DURATION = duration_text(estimate_seconds(DEFAULT_CORPORA, plan(PARTS, DEFAULT_CELLS), STEPS))
+FULL_DURATION = duration_text(estimate_seconds(tuple(CORPORA), plan(PARTS, FULL_CELLS), STEPS))
 
 
 # -- runs that exist -----------------------------------------------------------------------------------
@@ -343,13 +423,19 @@ def names(choices):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true",
+                        help=f"the full grid: {', '.join(CORPORA)} and all of Table 4's cells, about {FULL_DURATION} "
+                             f"on 2 cores (default: {', '.join(DEFAULT_CORPORA)} and {len(DEFAULT_CELLS)} cells, about "
+                             f"{DEFAULT_DURATION})")
     parser.add_argument("--steps", type=int, help=f"training steps per model (default {STEPS:,}; --tiny: {TINY.steps})")
     parser.add_argument("--every", type=int, help=f"steps between validations (default {EVERY}); --steps must be a "
                                                   f"multiple of it")
-    parser.add_argument("--corpora", type=names(tuple(CORPORA)), default=list(CORPORA))
+    parser.add_argument("--corpora", type=names(tuple(CORPORA)),
+                        help=f"default {','.join(DEFAULT_CORPORA)}; --full and --tiny: {','.join(CORPORA)}")
     parser.add_argument("--parts", type=names(PARTS), default=list(PARTS))
-    parser.add_argument("--kinds", type=names(tuple(plan(PARTS))),
-                        help=f"only these kinds (default: what the parts need; --tiny: {','.join(TINY_KINDS)})")
+    parser.add_argument("--kinds", type=names(tuple(plan(PARTS, None))),
+                        help=f"these kinds, of either grid, as far as the parts need them (default: the grid's; "
+                             f"--tiny: {','.join(TINY_KINDS)})")
     parser.add_argument("--reuse", action="append", default=[], metavar="DIR",
                         help="take finished runs from DIR/CORPUS/KIND/run or DIR/KIND/run (repeatable)")
     parser.add_argument("--out", help="this script's runs, OUT/CORPUS/KIND/run (default runs/reproduce; --tiny: "
@@ -358,12 +444,15 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--dropout", type=float, default=0.2)
     parser.add_argument("--tiny", action="store_true", help=f"tiny models, {TINY.steps} steps, 2,000 training pairs, "
-                                                            f"{TINY.test_sentences} test sentences: checks the script")
+                                                            f"{TINY.test_sentences} test sentences, both corpora: "
+                                                            f"checks the script")
     args = parser.parse_args(argv)
     try:
         schedule(budget_of(args).steps, budget_of(args).every)
     except ValueError as error:
         parser.error(str(error))
+    # --tiny reads both corpora, so that every path of the script runs (Multi30k's parallel files too).
+    args.corpora = args.corpora or list(CORPORA if args.full or args.tiny else DEFAULT_CORPORA)
     args.out = args.out or ("runs/reproduce-tiny" if args.tiny else "runs/reproduce")
     args.figures = args.figures or os.path.join(args.out, "figures")
     args.kinds = args.kinds or (list(TINY_KINDS) if args.tiny else None)
@@ -559,12 +648,17 @@ def main():
     from tfattn import files
 
     budget = budget_of(args)
+    kinds = kinds_of(args)
+    estimate = None if args.tiny else estimate_seconds(args.corpora, kinds, budget.steps, budget.every)
     result = {"benchmark": "reproduce", "matmul_gflops": round(matmul_gflops(), 1), "tiny": args.tiny,
-              "budget": dataclasses.asdict(budget), "parts": args.parts, "corpora": {}}
-    kinds = plan(args.parts, args.kinds)
+              "full": args.full, "budget": dataclasses.asdict(budget), "parts": args.parts,
+              "estimated_seconds": estimate, "corpora": {}}
     unused = [kind for kind in args.kinds or () if kind not in kinds]
     if unused:
         echo(f"--kinds {','.join(unused)}: not needed by --parts {','.join(args.parts)}, left out")
+    if estimate is not None:
+        echo(f"{len(kinds)} models on {', '.join(args.corpora)}, {budget.steps:,} steps each: about "
+             f"{duration_text(estimate)} on 2 cores (a run found in {args.out} or --reuse is only scored)")
     for corpus in args.corpora:
         result["corpora"][corpus] = reproduce(corpus, kinds, budget, args)
     os.makedirs(args.out, exist_ok=True)

@@ -1,4 +1,5 @@
-"""bench/reproduce.py's helpers: the plan, the budget, runs found again, trends and tables.
+"""bench/reproduce.py's helpers: the grids, the plan, the budget and its duration, runs found again,
+trends and tables.
 
 No TensorFlow: the script imports it only inside the functions that train and score, and the first
 test checks that importing the script loads none of it. Every expected value is worked out by hand
@@ -18,6 +19,7 @@ import pytest
 from conftest import shared_data
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
+DOCS = BENCH.parent / "docs" / "reproduction.md"
 sys.path.insert(0, str(BENCH))
 
 import reproduce  # noqa: E402
@@ -35,7 +37,7 @@ def test_importing_the_script_loads_no_tensorflow():
 
 
 @pytest.mark.parametrize("steps, every, expected", [
-    (6000, 400, (15, 400)),  # 15 epochs cut at 400 batches: 6,000 steps
+    (8000, 400, (20, 400)),  # 20 epochs cut at 400 batches: 8,000 steps
     (800, 400, (2, 400)),
     (400, 400, (1, 400)),
     (20, 400, (1, 20)),  # fewer steps than one validation interval: one epoch of 20
@@ -47,7 +49,7 @@ def test_schedule_trains_exactly_the_steps(steps, every, expected):
 
 
 @pytest.mark.parametrize("steps, every, match", [
-    (6100, 400, "multiple of --every"),  # 15.25 epochs: the budget would not be exact
+    (8100, 400, "multiple of --every"),  # 20.25 epochs: the budget would not be exact
     (0, 400, "steps=0"),
     (400, 0, "every=0"),
 ])
@@ -58,16 +60,22 @@ def test_schedule_refuses_a_budget_it_cannot_train_exactly(steps, every, match):
 
 def test_command_line_defaults_and_tiny():
     args = reproduce.parse_args([])
-    assert args.corpora == ["spa-eng", "multi30k"] and args.parts == ["length", "alignment", "table4"]
+    assert args.corpora == ["spa-eng"] and args.parts == ["length", "alignment", "table4"] and not args.full
     assert args.kinds is None and args.reuse == [] and args.figures == "runs/reproduce/figures"
     budget = reproduce.budget_of(args)
-    assert (budget.steps, budget.every, budget.size, budget.vocab) == (6000, 400, 256, {"spa-eng": 5000,
+    assert (budget.steps, budget.every, budget.size, budget.vocab) == (8000, 400, 256, {"spa-eng": 5000,
                                                                                        "multi30k": 8000})
     assert budget.max_pairs is None and budget.test_sentences is None
+
+    full = reproduce.parse_args(["--full"])
+    assert full.full and full.corpora == ["spa-eng", "multi30k"]
+    assert full.out == "runs/reproduce"  # where the default grid's runs are, found there rather than trained again
+    assert reproduce.budget_of(full) == budget  # the same recipe, so that the default grid's runs count in the full one
 
     assert reproduce.parse_args(["--tiny"]).out == "runs/reproduce-tiny"  # never the full runs' directory
     tiny = reproduce.parse_args(["--tiny", "--out", "/tmp/r"])
     assert tiny.kinds == ["none", "luong-local-p"] and tiny.figures == "/tmp/r/figures"
+    assert tiny.corpora == ["spa-eng", "multi30k"]  # every path of the script, Multi30k's files too
     small = reproduce.budget_of(tiny)
     assert (small.steps, small.every, small.size, small.max_pairs, small.test_sentences) == (20, 20, 16, 2000, 200)
 
@@ -76,9 +84,11 @@ def test_command_line_defaults_and_tiny():
     chosen = reproduce.parse_args(["--corpora", "multi30k", "--kinds", "luong-dot, none", "--reuse", "a",
                                    "--reuse", "b"])
     assert chosen.corpora == ["multi30k"] and chosen.kinds == ["luong-dot", "none"] and chosen.reuse == ["a", "b"]
+    # A full-grid cell is a valid --kinds without --full.
+    assert reproduce.parse_args(["--kinds", "luong-local-m-concat"]).kinds == ["luong-local-m-concat"]
 
 
-@pytest.mark.parametrize("argv", [["--steps", "6100"], ["--kinds", "luong,nope"], ["--corpora", "wmt14"],
+@pytest.mark.parametrize("argv", [["--steps", "8100"], ["--kinds", "luong,nope"], ["--corpora", "wmt14"],
                                   ["--parts", ""]])
 def test_command_line_refuses_what_it_cannot_run(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -99,7 +109,7 @@ def test_names_parses_a_comma_separated_list_of_known_names():
 
 
 def test_table4_cells_are_luongs_grid_with_quality_kinds_for_the_general_score():
-    assert reproduce.table4_cells() == [
+    full = [
         ("global", "location", "luong-location"), ("global", "dot", "luong-dot"), ("global", "general", "luong"),
         ("global", "concat", "luong-concat"),
         ("local-m", "dot", "luong-local-m-dot"), ("local-m", "general", "luong-local-m"),
@@ -107,6 +117,13 @@ def test_table4_cells_are_luongs_grid_with_quality_kinds_for_the_general_score()
         ("local-p", "dot", "luong-local-p-dot"), ("local-p", "general", "luong-local-p"),
         ("local-p", "concat", "luong-local-p-concat"),
     ]  # location only global, as in the paper: 4 + 3 + 3 cells
+    assert reproduce.table4_cells(reproduce.FULL_CELLS) == full
+    assert reproduce.table4_cells() == full  # every cell of either grid: the default's are all in the full one
+    # The default grid: global dot, general and concat, and general for each local range.
+    assert reproduce.table4_cells(reproduce.DEFAULT_CELLS) == [
+        ("global", "dot", "luong-dot"), ("global", "general", "luong"), ("global", "concat", "luong-concat"),
+        ("local-m", "general", "luong-local-m"), ("local-p", "general", "luong-local-p")]
+    assert reproduce.table4_cells([("global", "cosine")]) == [("global", "cosine", "luong-cosine")]  # a row to add
 
 
 def test_fields_of_takes_qualitys_kinds_first_then_the_grid():
@@ -127,12 +144,99 @@ def test_fields_of_takes_qualitys_kinds_first_then_the_grid():
 def test_plan_takes_each_kind_once_in_the_parts_order():
     assert reproduce.plan(["length"]) == ["none", "bahdanau", "luong", "luong-local-p"]
     assert reproduce.plan(["alignment", "length"]) == ["bahdanau", "luong", "luong-local-p", "none"]
-    everything = reproduce.plan(["length", "alignment", "table4"])
-    # 4 kinds for the length part, then the 10 cells less the two it has (luong, luong-local-p).
+    # The default grid: 4 kinds for the length part, then the 5 cells less the two it has (luong, luong-local-p).
+    assert reproduce.plan(["length", "alignment", "table4"]) == [
+        "none", "bahdanau", "luong", "luong-local-p", "luong-dot", "luong-concat", "luong-local-m"]
+    everything = reproduce.plan(["length", "alignment", "table4"], reproduce.FULL_CELLS)
+    # The full grid: 4 kinds for the length part, then the 10 cells less the two it has.
     assert everything == ["none", "bahdanau", "luong", "luong-local-p", "luong-location", "luong-dot", "luong-concat",
                           "luong-local-m-dot", "luong-local-m", "luong-local-m-concat", "luong-local-p-dot",
                           "luong-local-p-concat"]
+    assert reproduce.plan(["length", "alignment", "table4"], None) == everything  # either grid's cells
     assert reproduce.plan(["length", "table4"], only=["luong-dot", "none"]) == ["none", "luong-dot"]
+    assert reproduce.plan(["table4"], only=["luong-local-p-dot"]) == []  # not a cell of the default grid
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], ["none", "bahdanau", "luong", "luong-local-p", "luong-dot", "luong-concat", "luong-local-m"]),
+    (["--full", "--parts", "table4"], ["luong-location", "luong-dot", "luong", "luong-concat", "luong-local-m-dot",
+                                       "luong-local-m", "luong-local-m-concat", "luong-local-p-dot", "luong-local-p",
+                                       "luong-local-p-concat"]),
+    (["--full"], ["none", "bahdanau", "luong", "luong-local-p", "luong-location", "luong-dot", "luong-concat",
+                  "luong-local-m-dot", "luong-local-m", "luong-local-m-concat", "luong-local-p-dot",
+                  "luong-local-p-concat"]),
+    # --kinds takes cells of the full grid without --full, in the grid's order; none is not a Table 4 kind.
+    (["--parts", "table4", "--kinds", "luong-local-p-dot,none,luong-dot"], ["luong-dot", "luong-local-p-dot"]),
+    (["--tiny"], ["none", "luong-local-p"]),
+    (["--tiny", "--parts", "table4"], ["luong-local-p"]),
+])
+def test_kinds_of_the_command_line(argv, expected):
+    assert reproduce.kinds_of(reproduce.parse_args(argv)) == expected
+
+
+# --- how long a grid takes ------------------------------------------------------------------------
+
+
+def test_step_seconds_by_kind_and_corpus():
+    assert reproduce.step_seconds("bahdanau", "spa-eng") == 0.09
+    assert reproduce.step_seconds("luong-concat", "spa-eng") == 0.09  # global attention
+    assert reproduce.step_seconds("none", "spa-eng") == 0.094
+    assert reproduce.step_seconds("luong-local-m-dot", "spa-eng") == 0.114
+    assert reproduce.step_seconds("luong-local-p", "multi30k") == pytest.approx(0.228)  # twice spa-eng's
+    assert reproduce.step_seconds("luong", "multi30k") == pytest.approx(0.18)
+
+
+def test_a_run_is_its_steps_its_validations_and_its_scoring():
+    # 8,000 steps of 0.09 s = 720 s, 20 validations of 4 s = 80 s, scoring 60 s: 860 s.
+    assert reproduce.run_seconds("bahdanau", "spa-eng", 8000, 400) == pytest.approx(860)
+    # Local attention on Multi30k: 8,000 x 0.228 = 1,824 s, + 80 + 60 = 1,964 s.
+    assert reproduce.run_seconds("luong-local-p", "multi30k", 8000, 400) == pytest.approx(1964)
+    # 20 steps in one epoch: 20 x 0.094 = 1.88 s, one validation 4 s, scoring 60 s.
+    assert reproduce.run_seconds("none", "spa-eng", 20, 400) == pytest.approx(65.88)
+
+
+def test_the_grids_durations_are_computed_from_the_grids():
+    # Per spa-eng run of 8,000 steps, 80 s of validations and 60 s of scoring (140 s) beside the steps:
+    # global 720 + 140 = 860, none 752 + 140 = 892, local 912 + 140 = 1,052.
+    # Default: none, 4 global (bahdanau, luong, luong-dot, luong-concat), 2 local (local-p, local-m):
+    # 892 + 4 x 860 + 2 x 1,052 = 892 + 3,440 + 2,104 = 6,436 s = 107.3 min.
+    default = reproduce.plan(reproduce.PARTS, reproduce.DEFAULT_CELLS)
+    assert reproduce.estimate_seconds(["spa-eng"], default, 8000) == 6436
+    # Full, spa-eng: none, 5 global (+ luong-location), 6 local: 892 + 4,300 + 6,312 = 11,504 s. Multi30k's
+    # steps twice as long: global 1,440 + 140 = 1,580, none 1,504 + 140 = 1,644, local 1,824 + 140 = 1,964:
+    # 1,644 + 5 x 1,580 + 6 x 1,964 = 1,644 + 7,900 + 11,784 = 21,328 s. In all 32,832 s = 547.2 min.
+    full = reproduce.plan(reproduce.PARTS, reproduce.FULL_CELLS)
+    assert reproduce.estimate_seconds(["spa-eng", "multi30k"], full, 8000) == 32832
+    assert (reproduce.DEFAULT_DURATION, reproduce.FULL_DURATION) == ("1 h 47 min", "9 h 07 min")
+    # What --full adds after the default grid: 32,832 - 6,436 = 26,396 s = 439.9 min.
+    assert reproduce.duration_text(32832 - 6436) == "7 h 20 min"
+
+
+def test_duration_text_rounds_to_the_minute():
+    assert reproduce.duration_text(2820) == "47 min"
+    assert reproduce.duration_text(3900) == "1 h 05 min"
+    assert reproduce.duration_text(3599) == "1 h 00 min"  # 59.98 minutes
+    assert reproduce.duration_text(6436) == "1 h 47 min"
+
+
+def test_the_docstring_the_help_and_the_docs_give_the_computed_durations(capsys):
+    rest = reproduce.duration_text(
+        reproduce.estimate_seconds(list(reproduce.CORPORA), reproduce.plan(reproduce.PARTS, reproduce.FULL_CELLS),
+                                   reproduce.STEPS)
+        - reproduce.estimate_seconds(list(reproduce.DEFAULT_CORPORA), reproduce.plan(reproduce.PARTS),
+                                     reproduce.STEPS))
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    docstring = " ".join(reproduce.__doc__.split())
+    docs = " ".join(DOCS.read_text(encoding="utf-8").split())
+    runs = len(reproduce.plan(reproduce.PARTS)), 2 * len(reproduce.plan(reproduce.PARTS, reproduce.FULL_CELLS))
+    assert runs == (7, 24)  # spa-eng's 7; 12 on each corpus
+    for text in (f"{runs[0]} runs, about {reproduce.DEFAULT_DURATION}",
+                 f"{runs[1]} runs, about {reproduce.FULL_DURATION}", f"{rest} more after the default grid"):
+        assert text in docstring, text
+        assert text in docs, text
+    assert f"about {reproduce.FULL_DURATION}" in help_text and f"about {reproduce.DEFAULT_DURATION}" in help_text
 
 
 # --- runs that exist ------------------------------------------------------------------------------
@@ -208,11 +312,11 @@ def test_recipe_differences_lists_the_recipe_fields_that_differ():
     ours = {"model": {"embedding_dim": 256, "units": 256, "dropout": 0.2, "attention": "luong"},
             "source_tokenizer": {"max_tokens": 5000}, "target_tokenizer": {"max_tokens": 5000},
             "data": {"batch_size": 64, "shuffle_buffer": None},
-            "train": {"learning_rate": 0.002, "decay_steps": 6000, "time_budget": None}}
+            "train": {"learning_rate": 0.002, "decay_steps": 8000, "time_budget": None}}
     # A quality.py run: 15 minutes (900 s) with the cosine over 10,000 steps, the same whole-split shuffle.
     theirs = {**ours, "train": {"learning_rate": 0.002, "decay_steps": 10000, "time_budget": 900.0},
               "model": {**ours["model"], "attention": "bahdanau"}}  # not a recipe field: the kind's
-    assert reproduce.recipe_differences(theirs, ours) == {"train.decay_steps": [10000, 6000],
+    assert reproduce.recipe_differences(theirs, ours) == {"train.decay_steps": [10000, 8000],
                                                           "train.time_budget": [900.0, None]}
     # A run of an earlier version, whose pipeline shuffled through a buffer of 20,000 rows.
     older = {**ours, "data": {"batch_size": 64, "shuffle_buffer": 20000}}
@@ -382,6 +486,7 @@ def test_tiny_reproduction_runs_every_part_then_finds_its_runs_and_refuses_anoth
     result = json.loads(first.stdout)
     assert result == json.loads((out / "reproduce.json").read_text(encoding="utf-8"))
     assert result["tiny"] and result["budget"]["steps"] == 20 and list(result["corpora"]) == ["spa-eng", "multi30k"]
+    assert not result["full"] and result["estimated_seconds"] is None  # the estimates are of full-size models
     tables = (out / "tables.md").read_text(encoding="utf-8")
     for corpus, found in result["corpora"].items():
         assert found["n_test"] == 200 and found["bucket_counts"] == TINY_COUNTS[corpus]
