@@ -74,25 +74,39 @@ def model_config(args):
         fields = KINDS[args.model]
     else:
         fields = dict(attention=args.attention, score=args.score, input_feeding=args.input_feeding)
-    return ModelConfig(**fields, embedding_dim=256, units=256, dropout=args.dropout, max_source_length=40,
+    return recipe_model(fields, args.dropout)
+
+
+def recipe_model(fields, dropout, size=256):
+    """The `ModelConfig` of a kind's `fields` in this recipe: embeddings and units of `size`, sentences of
+    at most 40 tokens. bench/reproduce.py trains its models with it too."""
+    return ModelConfig(**fields, embedding_dim=size, units=size, dropout=dropout, max_source_length=40,
                        max_target_length=40)
 
 
 def run_config(args):
     seconds = args.minutes * 60
     steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
-    tokenizer = TokenizerConfig(level="word", max_tokens=args.vocab_size, max_length=40)
     model = model_config(args)
+    train = TrainConfig(**{"learning_rate": args.learning_rate, **TRAINING.get(args.model, {})},
+                        warmup_steps=default_warmup(model), decay_steps=steps, epochs=100, time_budget=seconds)
+    return recipe(CorpusConfig(corpus=str(spa.SPA)), model, train, args.vocab_size)
+
+
+def recipe(corpus, model, train, vocab_size, **run):
+    """The `RunConfig` of this recipe: word-level vocabularies of `vocab_size` words per side, sentences
+    of at most 40 tokens, batches of 64, outputs of at most 40 tokens; `run` sets other `RunConfig`
+    fields. bench/reproduce.py trains its models with it too."""
+    tokenizer = TokenizerConfig(level="word", max_tokens=vocab_size, max_length=40)
     return RunConfig(
-        corpus=CorpusConfig(corpus=str(spa.SPA)),
+        corpus=corpus,
         source_tokenizer=tokenizer, target_tokenizer=tokenizer,
         model=model,
         data=DataConfig(batch_size=64),
-        train=TrainConfig(**{"learning_rate": args.learning_rate, **TRAINING.get(args.model, {})},
-                          warmup_steps=default_warmup(model),
-                          decay_steps=steps, epochs=100, time_budget=seconds),
+        train=train,
         decode=DecodeConfig(max_length=40, ratio=2.0, extra=10),
         checkpoint_every=2000,
+        **run,
     )
 
 
@@ -106,7 +120,8 @@ def score(export_dir, pairs, beam):
     bleu = sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score
     by_length = evaluate.bleu_by_length([s for s, _ in pairs], hyps, refs)
     long = [i for i, (source, _) in enumerate(pairs) if len(source.split()) >= 16]
-    long_bleu = sacrebleu.corpus_bleu([hyps[i] for i in long], [[refs[i] for i in long]], lowercase=True).score
+    long_bleu = (sacrebleu.corpus_bleu([hyps[i] for i in long], [[refs[i] for i in long]], lowercase=True).score
+                 if long else None)  # sacrebleu refuses an empty corpus (it reads hypotheses[0])
     return {"bleu": round(bleu, 2), "decode_seconds": round(seconds, 1),
             "bleu_by_length": {k: v["bleu"] and round(v["bleu"], 2) for k, v in by_length.items()},
             "bleu_16_plus": round(long_bleu, 2) if long else None, "n_16_plus": len(long),
