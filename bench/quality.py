@@ -33,7 +33,6 @@ import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn import evaluate  # noqa: E402
-from tfattn.cli import default_warmup  # noqa: E402
 from tfattn.data.pipeline import DataConfig  # noqa: E402
 from tfattn.decoding.search import DecodeConfig  # noqa: E402
 from tfattn.serving.translator import load  # noqa: E402
@@ -64,7 +63,7 @@ KINDS = {
     "none": dict(attention="none"),
 }
 # Training settings a kind needs beyond the shared recipe: the Transformers train at a lower peak
-# rate. Every kind warms up as `tfattn train` warms it up (`cli.default_warmup`: 1,000 steps with
+# rate. Every kind warms up as its RunConfig gives it (`runs.default_warmup`: 1,000 steps with
 # multi-head attention, Vaswani et al. section 5.3; without it, multihead stays at the unigram loss).
 TRAINING = {name: dict(learning_rate=1e-3) for name in ("transformer", "transformer-relative")}
 
@@ -87,10 +86,9 @@ def recipe_model(fields, dropout, size=256):
 def run_config(args):
     seconds = args.minutes * 60
     steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
-    model = model_config(args)
     train = TrainConfig(**{"learning_rate": args.learning_rate, **TRAINING.get(args.model, {})},
-                        warmup_steps=default_warmup(model), decay_steps=steps, epochs=100, time_budget=seconds)
-    return recipe(CorpusConfig(corpus=str(spa.SPA)), model, train, args.vocab_size)
+                        decay_steps=steps, epochs=100, time_budget=seconds)
+    return recipe(CorpusConfig(corpus=str(spa.SPA)), model_config(args), train, args.vocab_size)
 
 
 def recipe(corpus, model, train, vocab_size, **run):

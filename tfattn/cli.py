@@ -410,24 +410,12 @@ def run_config(args):
         model=model, data=data, train=train, decode=decode, checkpoint_every=args.checkpoint_every))
 
 
-# A new run's warm-up when --warmup-steps is not given: at the recipe's 2e-3, a model with multi-head
-# attention (the Transformer, a self-attention encoder, a multi-head Luong decoder) can stay at the
-# unigram loss from its first steps on; 1,000 steps of warm-up avoid it (docs/models.md).
-WARMUP_MULTIHEAD = 1000
-
-
-def default_warmup(model):
-    """`--warmup-steps`'s default for a `ModelConfig`: `WARMUP_MULTIHEAD` with multi-head attention, else 0."""
-    return WARMUP_MULTIHEAD if model.heads > 1 or model.self_attention_encoder else 0
-
-
 def _with_training_flags(args, config):
     """`config` with the flags of `_add_training_flags` applied: validation, TensorBoard, schedule,
     precision, non-finite steps, determinism, XLA, strategy."""
     from tfattn.training.validation import ValidationConfig
 
-    warmup = default_warmup(config.model) if args.warmup_steps is None else args.warmup_steps
-    train = dataclasses.replace(config.train, warmup_steps=warmup,
+    train = dataclasses.replace(config.train, warmup_steps=args.warmup_steps,  # None: the model's default
                                 schedule=args.schedule.replace("-", "_"), precision=args.precision,
                                 max_nonfinite=args.max_nonfinite, deterministic=args.deterministic,
                                 log_every=args.log_every, jit_compile=args.jit_compile)

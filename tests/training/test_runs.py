@@ -11,7 +11,9 @@ import tensorflow as tf
 from conftest import run_main, shared_data
 from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_after, wait_until_stopped, write_anki
 from tfattn.cli import find_export
+from tfattn.model import ModelConfig
 from tfattn.training.runs import CorpusConfig, Run, RunConfig, load_splits, run_config_of, train_run
+from tfattn.training.trainer import TrainConfig
 from tfattn.serving.translator import CONFIG_FILE
 
 
@@ -20,6 +22,29 @@ def test_run_config_round_trips_through_json():
     config.model.attention, config.corpus.splits = "bahdanau", ("train", "val", "test_2016_flickr")
     again = RunConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config
+
+
+@pytest.mark.parametrize("model, train, warmup", [
+    (ModelConfig(attention="bahdanau"), TrainConfig(), 0),
+    (ModelConfig(attention="luong", heads=4), TrainConfig(), 1000),  # multi-head cross-attention
+    (ModelConfig(attention="bahdanau", encoder="transformer", heads=4), TrainConfig(), 1000),
+    (ModelConfig(attention="transformer", heads=4), TrainConfig(), 1000),
+    (ModelConfig(attention="transformer", heads=4), TrainConfig(warmup_steps=0), 0),  # a given value wins
+    (ModelConfig(attention="bahdanau"), TrainConfig(warmup_steps=7), 7),
+])
+def test_a_run_warms_up_models_with_multihead_attention_unless_told(model, train, warmup):
+    config = RunConfig(model=model, train=train)
+    assert config.train.warmup_steps == warmup
+    assert RunConfig.from_dict(json.loads(json.dumps(config.to_dict()))).train.warmup_steps == warmup
+
+
+def test_a_train_config_alone_has_no_warmup():
+    from tfattn.training.schedules import learning_rate
+
+    assert TrainConfig().warmup_steps is None
+    assert learning_rate(TrainConfig(learning_rate=2e-3, schedule="constant")) == 2e-3  # no schedule: no warm-up
+    with pytest.raises(ValueError, match="warmup_steps must be an int >= 0 or None. Received: warmup_steps=-1"):
+        TrainConfig(warmup_steps=-1)
 
 
 def test_run_config_of_an_earlier_version_loads_without_its_retired_fields():

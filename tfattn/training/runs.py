@@ -83,13 +83,26 @@ class TokenizerConfig:
     lowercase: bool = True
 
 
+# The warm-up of a run whose `TrainConfig.warmup_steps` is None: at the recipe's 2e-3, a model with
+# multi-head attention (the Transformer, a self-attention encoder, a multi-head Luong decoder) can stay
+# at the unigram loss from its first steps on; 1,000 steps of warm-up avoid it (docs/models.md).
+WARMUP_MULTIHEAD = 1000
+
+
+def default_warmup(model):
+    """The warm-up steps a `ModelConfig` trains with by default: `WARMUP_MULTIHEAD` with multi-head
+    attention, else 0."""
+    return WARMUP_MULTIHEAD if model.heads > 1 or model.self_attention_encoder else 0
+
+
 @dataclasses.dataclass
 class RunConfig:
     """Everything a training run needs; saved as `RUN/config.json`.
 
     `tensorboard` is where the run writes its TensorBoard summaries: `""` for `RUN/tensorboard`,
     None for nowhere (`tfattn.training.tensorboard`). `distribute` is the `tf.distribute` strategy
-    it trains under (`tfattn.training.distributed`); `data.batch_size` is the global batch's."""
+    it trains under (`tfattn.training.distributed`); `data.batch_size` is the global batch's. A
+    `train.warmup_steps` of None becomes `default_warmup(model)`."""
 
     corpus: CorpusConfig = dataclasses.field(default_factory=CorpusConfig)
     source_tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
@@ -102,6 +115,10 @@ class RunConfig:
     validation: ValidationConfig = dataclasses.field(default_factory=ValidationConfig)
     tensorboard: str | None = ""
     distribute: DistributeConfig = dataclasses.field(default_factory=DistributeConfig)
+
+    def __post_init__(self):
+        if self.train.warmup_steps is None:  # the model's own default, written into config.json
+            self.train = dataclasses.replace(self.train, warmup_steps=default_warmup(self.model))
 
     def to_dict(self):
         return dataclasses.asdict(self)

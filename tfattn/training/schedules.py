@@ -52,7 +52,7 @@ def learning_rate(config):
     """The learning rate (a float or a Keras schedule) of a `TrainConfig`: `schedule`, `warmup_steps`,
     `decay_steps` and the peak `learning_rate`. Under `decay_to_budget` the trainer sets the rate
     at each step instead (`tfattn.training.trainer.budget_learning_rate`), warm-up included."""
-    rate, warmup = config.learning_rate, config.warmup_steps
+    rate, warmup = config.learning_rate, config.warmup_steps or 0  # None: no warm-up outside a run
     if config.decay_to_budget:
         return rate
     if config.schedule == "cosine" and config.decay_steps:

@@ -38,7 +38,9 @@ class TrainConfig:
         log_every: steps between reads of loss and accuracy back from the device for the progress
             line and `fit`'s `on_log` (TensorBoard); the sums are kept on the device, and each read
             waits for the steps before it.
-        warmup_steps: steps of a linear rise of the learning rate from 0 to `learning_rate`.
+        warmup_steps: steps of a linear rise of the learning rate from 0 to `learning_rate`. None
+            (the default): in a `RunConfig`, the warm-up its model needs (`runs.default_warmup`:
+            1,000 steps with multi-head attention, else none); used alone, none.
         schedule: after the warm-up, `"cosine"` (down to 1% over `decay_steps`; constant without
             them), `"constant"` or `"inverse_sqrt"` (`tfattn.training.schedules`).
         precision: `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`: the Keras dtype policy the
@@ -64,7 +66,7 @@ class TrainConfig:
     seed: int = 0
     accel: bool | None = None
     log_every: int = 20
-    warmup_steps: int = 0
+    warmup_steps: int | None = None
     schedule: str = "cosine"
     precision: str = "float32"
     max_nonfinite: int = 5
@@ -80,8 +82,8 @@ class TrainConfig:
             raise ValueError(f"decay_to_budget needs a time_budget. Received: time_budget={self.time_budget!r}")
         if not isinstance(self.log_every, int) or self.log_every < 1:
             raise ValueError(f"log_every must be an int >= 1. Received: log_every={self.log_every!r}")
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an int >= 0. Received: warmup_steps={self.warmup_steps!r}")
+        if self.warmup_steps is not None and (not isinstance(self.warmup_steps, int) or self.warmup_steps < 0):
+            raise ValueError(f"warmup_steps must be an int >= 0 or None. Received: warmup_steps={self.warmup_steps!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}. Received: schedule={self.schedule!r}")
         check_precision(self.precision)
