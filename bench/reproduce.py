@@ -47,6 +47,7 @@ import gc
 import json
 import math
 import os
+import statistics
 import sys
 from pathlib import Path
 
@@ -325,9 +326,7 @@ def length_trend(by_length, min_n=MIN_N):
     trend = {"buckets": [labels[i] for i, _ in points], "slope": None, "last_minus_first": None}
     if len(points) < 2:
         return trend
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    slope = statistics.linear_regression(*zip(*points)).slope
     return {**trend, "slope": round(slope, 2), "last_minus_first": round(points[-1][1] - points[0][1], 2)}
 
 
