@@ -2,13 +2,14 @@
 
 Trains Spanish -> English on the TRAIN split (embedding 256, units 256) through `tfattn.training.runs`, the
 code behind `tfattn train`, restores the best checkpoint by validation loss, exports it, then scores
-greedy and beam-4 translations of the TEST split with `sacrebleu.corpus_bleu(hyps, [refs],
-lowercase=True)` (13a tokenization) against the untouched English references. Also reports peak
-resident memory. Prints one JSON object.
+greedy and beam-4 translations of the TEST split with `tfattn.evaluate` (sacrebleu's BLEU and chrF,
+lowercased, 13a tokenization) against the untouched English references. Also reports peak resident
+memory. Prints one JSON object.
 
 Every model kind of the package has a row (`--model KIND`, see `KINDS`); `--attention` and the
 other model flags still describe a Bahdanau or Luong model by hand. BLEU is also given by source
-length and for sentences of 16 words and more, the bottleneck's side (Bahdanau et al. 2014, Fig. 2).
+length (`{bucket: {"bleu", "n"}}`, as `tfattn.evaluate.bleu_by_length` gives it) and for sentences of
+16 words and more, the bottleneck's side (Bahdanau et al. 2014, Fig. 2).
 
 Usage: python bench/quality.py [--model KIND | --attention bahdanau|luong [--input-feeding]] [--minutes 15] [--out DIR]
 """
@@ -29,7 +30,6 @@ from machine import matmul_gflops  # noqa: E402
 
 spa.quiet_tensorflow()
 
-import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn import evaluate  # noqa: E402
@@ -111,19 +111,17 @@ def recipe(corpus, model, train, vocab_size, **run):
 def score(export_dir, pairs, beam):
     signature = load(export_dir).signatures["translate_beam" if beam > 1 else "translate"]
     inputs = {"beam_width": tf.constant(beam), "length_penalty": tf.constant(0.6)} if beam > 1 else {}
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     start = time.perf_counter()
-    hyps = translate_texts(signature, [s for s, _ in pairs], 64, **inputs)
+    hyps = translate_texts(signature, sources, 64, **inputs)
     seconds = time.perf_counter() - start
-    refs = [t for _, t in pairs]
-    bleu = sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score
-    by_length = evaluate.bleu_by_length([s for s, _ in pairs], hyps, refs)
-    long = [i for i, (source, _) in enumerate(pairs) if len(source.split()) >= 16]
-    long_bleu = (sacrebleu.corpus_bleu([hyps[i] for i in long], [[refs[i] for i in long]], lowercase=True).score
-                 if long else None)  # sacrebleu refuses an empty corpus (it reads hypotheses[0])
-    return {"bleu": round(bleu, 2), "decode_seconds": round(seconds, 1),
-            "bleu_by_length": {k: v["bleu"] and round(v["bleu"], 2) for k, v in by_length.items()},
+    scores = evaluate.evaluate_texts(sources, hyps, refs)  # sacrebleu, lowercased; by length {bucket: {bleu, n}}
+    long = [i for i, source in enumerate(sources) if len(source.split()) >= 16]
+    long_bleu = evaluate.score([hyps[i] for i in long], [refs[i] for i in long])["bleu"]
+    return {"bleu": scores["bleu"], "chrf": scores["chrf"], "decode_seconds": round(seconds, 1),
+            "bleu_by_length": scores["bleu_by_length"],
             "bleu_16_plus": round(long_bleu, 2) if long else None, "n_16_plus": len(long),
-            "examples": list(zip([s for s, _ in pairs[:3]], hyps[:3]))}
+            "examples": list(zip(sources[:3], hyps[:3]))}
 
 
 def main():

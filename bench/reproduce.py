@@ -306,12 +306,6 @@ def perplexity(loss):
 
 # -- what the scores show ----------------------------------------------------------------------------
 
-def with_counts(bleu, counts):
-    """`{bucket: {"bleu", "n"}}` (as `tfattn.evaluate.bleu_by_length` gives it) from quality.score's
-    `{bucket: bleu}` and the test split's `{bucket: n}`."""
-    return {label: {"bleu": bleu.get(label), "n": n} for label, n in counts.items()}
-
-
 def length_trend(by_length, min_n=MIN_N):
     """How BLEU moves with source length, over the buckets of `by_length` (`{bucket: {"bleu", "n"}}`, in
     order) that hold at least `min_n` sentences: the least-squares slope of BLEU against the bucket's
@@ -360,19 +354,20 @@ def _number(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def length_table(models, counts):
+def length_table(models):
     """Markdown: a row per model of the `length` part, a column per length bucket (its `n` in the
-    header), cells BLEU greedy / beam 4, and the beam-4 trend's slope."""
-    labels = list(counts)
-    lines = ["| model | steps | " + " | ".join(f"{label} (n={counts[label]:,})" for label in labels)
-             + " | slope, beam 4 |", "|---" * (len(labels) + 3) + "|"]
-    for kind in LENGTH_KINDS:
-        row = models.get(kind)
-        if row is None:
-            continue
+    header: every model is scored on the same sentences), cells BLEU greedy / beam 4, and the beam-4
+    trend's slope."""
+    rows = [(kind, models[kind]) for kind in LENGTH_KINDS if kind in models]
+    if not rows:
+        return ""
+    counts = {label: v["n"] for label, v in rows[0][1]["beam4"]["bleu_by_length"].items()}
+    lines = ["| model | steps | " + " | ".join(f"{label} (n={n:,})" for label, n in counts.items())
+             + " | slope, beam 4 |", "|---" * (len(counts) + 3) + "|"]
+    for kind, row in rows:
         greedy, beam = row["greedy"]["bleu_by_length"], row["beam4"]["bleu_by_length"]
-        cells = [f"{_number(greedy.get(label))} / {_number(beam.get(label))}" for label in labels]
-        slope = length_trend(with_counts(beam, counts))["slope"]
+        cells = [f"{_number(greedy[label]['bleu'])} / {_number(beam[label]['bleu'])}" for label in counts]
+        slope = length_trend(beam)["slope"]
         lines.append(f"| {NAMES[kind]} | {row['steps']:,} | " + " | ".join(cells) + f" | {_number(slope)} |")
     return "\n".join(lines)
 
@@ -396,7 +391,7 @@ def markdown(result):
     for corpus, found in result["corpora"].items():
         out.append(f"## {corpus} ({found['direction']}), {found['n_test']:,} test sentences\n")
         if "length" in found:
-            table = length_table(found["models"], found["bucket_counts"])
+            table = length_table(found["models"])
             out.append(f"BLEU by source length, greedy / beam 4:\n\n{table}\n")
         if "table4" in found:
             out.append("Luong et al. Table 4 analogue:\n\n" + table4_table(found["models"]) + "\n")
@@ -540,16 +535,6 @@ def scored_pairs(corpus, budget):
     return spa.spread(test, budget.test_sentences) if budget.test_sentences else test
 
 
-def bucket_counts(sources):
-    """`{bucket: n}`: test sentences per source length bucket of `tfattn.evaluate`, all buckets."""
-    from tfattn import evaluate
-
-    counts = {evaluate.bucket_label(bucket): 0 for bucket in evaluate.LENGTH_BUCKETS}
-    for source in sources:
-        counts[evaluate.length_bucket(len(source.split()))] += 1
-    return counts
-
-
 def draw_bleu_by_length(by_length, title, path):
     """`plot_bleu_by_length` of `{model name: {bucket: {"bleu", "n"}}}`, saved at `path`."""
     from tfattn.plot import plot_bleu_by_length, save_figure
@@ -576,13 +561,13 @@ def draw_alignment(export, source, title, path):
     return {"translation": out["text"][0].numpy().decode("utf-8"), "figure": str(save_figure(figure, path))}
 
 
-def length_part(corpus, models, counts, figures):
+def length_part(corpus, models, figures):
     """Fig. 2's analogue: BLEU by length of the `length` kinds, the figure (beam 4), the trends and the
     attention models' gaps to the baseline."""
     shown = [kind for kind in LENGTH_KINDS if kind in models]
     if not shown:
         return None
-    by = {decoding: {kind: with_counts(models[kind][decoding]["bleu_by_length"], counts) for kind in shown}
+    by = {decoding: {kind: models[kind][decoding]["bleu_by_length"] for kind in shown}
           for decoding in ("greedy", "beam4")}
     title = f"{corpus} ({DIRECTIONS[corpus]}): BLEU, beam 4"
     figure = draw_bleu_by_length({NAMES[kind]: by["beam4"][kind] for kind in shown}, title,
@@ -620,7 +605,6 @@ def reproduce(corpus, kinds, budget, args):
     from tfattn.training.trainer import DivergedError
 
     test = scored_pairs(corpus, budget)
-    counts = bucket_counts([source for source, _ in test])
     models, diverged = {}, {}
     for kind in kinds:
         try:
@@ -629,10 +613,9 @@ def reproduce(corpus, kinds, budget, args):
             echo(f"{corpus}, {kind}: {error}")
             diverged[kind] = str(error)
         gc.collect()  # the model, its trainer and the loaded exports, before the next one is made
-    found = {"direction": DIRECTIONS[corpus], "n_test": len(test), "bucket_counts": counts, "models": models,
-             "diverged": diverged}
+    found = {"direction": DIRECTIONS[corpus], "n_test": len(test), "models": models, "diverged": diverged}
     if "length" in args.parts:
-        found["length"] = length_part(corpus, models, counts, args.figures)
+        found["length"] = length_part(corpus, models, args.figures)
     if "alignment" in args.parts:
         found["alignment"] = alignment_part(corpus, models, test, args.figures)
     if "table4" in args.parts:

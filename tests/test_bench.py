@@ -329,6 +329,26 @@ def test_quality_run_config_ends_the_decay_when_the_time_does():
     assert config.data.batch_size == 64
 
 
+def test_quality_score_gives_bleu_overall_by_length_with_counts_and_for_16_words_and_more(monkeypatch):
+    # The fake export upper-cases each source; BLEU is lowercased, so a pair whose reference is its
+    # source scores 100 and the 17-word pair, with an unrelated reference, scores 0.
+    long_source = " ".join(f"w{i}" for i in range(17))
+    pairs = [("el gato come pescado", "el gato come pescado"), (long_source, "nothing alike here at all")]
+    calls = []
+    export = types.SimpleNamespace(signatures={"translate": upper_signature(calls=calls)})
+    monkeypatch.setattr(quality, "load", lambda path: export)
+    result = quality.score("export-dir", pairs, beam=1)
+    assert calls == [([p[0] for p in pairs], {})]  # one batch, no beam inputs
+    # Corpus BLEU: 21 hypothesis words against 9 reference words (brevity penalty 1); matching 1- to
+    # 4-grams 4/21, 3/19, 2/17, 1/15: (24 / 101,745) ** (1/4) = 0.12393.
+    assert result["bleu"] == 12.39
+    assert result["bleu_by_length"] == {"1-5": {"bleu": 100.0, "n": 1}, "6-10": {"bleu": None, "n": 0},
+                                        "11-15": {"bleu": None, "n": 0}, "16-20": {"bleu": 0.0, "n": 1},
+                                        "21+": {"bleu": None, "n": 0}}
+    assert (result["bleu_16_plus"], result["n_16_plus"]) == (0.0, 1)
+    assert result["examples"] == [(pairs[0][0], pairs[0][0].upper()), (long_source, long_source.upper())]
+
+
 def test_forward_flops_counts_every_matmul_of_a_small_model():
     # embedding e = 4, units u = 6 (3 per encoder direction), batch 2, 5 source and 3 target steps,
     # 10 target words; FLOPs = 2 per multiply-add.

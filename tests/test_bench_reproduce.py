@@ -337,13 +337,6 @@ def test_perplexity_is_the_exponential_of_the_loss():
 # --- what the scores show -------------------------------------------------------------------------
 
 
-def test_with_counts_pairs_each_bucket_with_its_sentences():
-    bleu = {"1-5": 30.0, "6-10": None}
-    counts = {"1-5": 3, "6-10": 0, "11-15": 2}
-    assert reproduce.with_counts(bleu, counts) == {"1-5": {"bleu": 30.0, "n": 3}, "6-10": {"bleu": None, "n": 0},
-                                                   "11-15": {"bleu": None, "n": 2}}
-
-
 def buckets(*points):
     """`{label: {"bleu", "n"}}` over the package's five buckets from `(bleu, n)` pairs."""
     return {label: {"bleu": b, "n": n} for label, (b, n) in zip(("1-5", "6-10", "11-15", "16-20", "21+"), points)}
@@ -396,17 +389,21 @@ def row(steps, ppl, greedy, beam, greedy_by_length=None, beam_by_length=None):
             "beam4": {"bleu": beam, "bleu_by_length": beam_by_length or {}}}
 
 
+def by_length(first, second):
+    """`{bucket: {"bleu", "n"}}` of two buckets, 1,500 and 25 sentences, as quality.score gives it."""
+    return {"1-5": {"bleu": first, "n": 1500}, "6-10": {"bleu": second, "n": 25}}
+
+
 MODELS = {
-    "luong": row(6000, 4.5, 30.0, 32.25, {"1-5": 31.0, "6-10": None}, {"1-5": 33.0, "6-10": 29.0}),
-    "none": row(6000, 9.87, 10.0, 11.0, {"1-5": 20.0, "6-10": 10.0}, {"1-5": 22.0, "6-10": 12.5}),
+    "luong": row(6000, 4.5, 30.0, 32.25, by_length(31.0, None), by_length(33.0, 29.0)),
+    "none": row(6000, 9.87, 10.0, 11.0, by_length(20.0, 10.0), by_length(22.0, 12.5)),
     "luong-local-p-dot": row(20, None, 1.0, 2.0),
 }
-COUNTS = {"1-5": 1500, "6-10": 25}
 
 
 def test_length_table_has_a_row_per_length_kind_in_order():
     # Slopes over two buckets: 12.5 - 22 = -9.5 and 29 - 33 = -4; luong-local-p-dot is not a length kind.
-    assert reproduce.length_table(MODELS, COUNTS) == "\n".join([
+    assert reproduce.length_table(MODELS) == "\n".join([
         "| model | steps | 1-5 (n=1,500) | 6-10 (n=25) | slope, beam 4 |",
         "|---|---|---|---|---|",
         "| RNNencdec (no attention) | 6,000 | 20.00 / 22.00 | 10.00 / 12.50 | -9.50 |",
@@ -424,13 +421,13 @@ def test_table4_table_has_a_row_per_cell_that_ran_in_the_papers_order():
 
 
 def test_markdown_gives_each_corpus_its_tables():
-    result = {"corpora": {"spa-eng": {"direction": "Spanish -> English", "n_test": 2380, "bucket_counts": COUNTS,
+    result = {"corpora": {"spa-eng": {"direction": "Spanish -> English", "n_test": 2380,
                                       "models": MODELS, "length": {}, "table4": {}},
-                          "multi30k": {"direction": "English -> German", "n_test": 1000, "bucket_counts": COUNTS,
+                          "multi30k": {"direction": "English -> German", "n_test": 1000,
                                        "models": {}, "table4": {}}}}
     text = reproduce.markdown(result)
     assert text.startswith("## spa-eng (Spanish -> English), 2,380 test sentences\n")
-    assert reproduce.length_table(MODELS, COUNTS) in text and reproduce.table4_table(MODELS) in text
+    assert reproduce.length_table(MODELS) in text and reproduce.table4_table(MODELS) in text
     multi30k = text[text.index("## multi30k"):]
     assert "BLEU by source length" not in multi30k and "Table 4 analogue" in multi30k  # no length part asked
 
@@ -489,14 +486,15 @@ def test_tiny_reproduction_runs_every_part_then_finds_its_runs_and_refuses_anoth
     assert not result["full"] and result["estimated_seconds"] is None  # the estimates are of full-size models
     tables = (out / "tables.md").read_text(encoding="utf-8")
     for corpus, found in result["corpora"].items():
-        assert found["n_test"] == 200 and found["bucket_counts"] == TINY_COUNTS[corpus]
+        assert found["n_test"] == 200
         assert list(found["models"]) == ["none", "luong-local-p"] and found["diverged"] == {}
         for kind, row in found["models"].items():
             assert (row["how"], row["steps"], row["validations"]) == ("trained", 20, 1)
             assert row["run"] == str(out / corpus / kind / "run") and "differs_from_recipe" not in row
             for decoding in ("greedy", "beam4"):
                 assert 0.0 <= row[decoding]["bleu"] <= 100.0
-                assert list(row[decoding]["bleu_by_length"]) == list(TINY_COUNTS[corpus])
+                counts = {label: v["n"] for label, v in row[decoding]["bleu_by_length"].items()}
+                assert counts == TINY_COUNTS[corpus]
         # The length part: both models' trends, the attention model's gap to the baseline in every bucket.
         length = found["length"]
         assert set(length["trend_beam4"]) == {"none", "luong-local-p"}
