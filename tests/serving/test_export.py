@@ -1,6 +1,7 @@
 """The exported SavedModel: its signature, robustness, and loading without tfattn."""
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -196,6 +197,28 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
     for got, variable in zip(loaded.model_variables, own):
         np.testing.assert_array_equal(got.numpy(), variable.numpy())
     assert dates_translator.decoding_weights == {}  # only the export's translator copies the weights
+
+
+def test_an_export_writes_no_info_lines_and_keeps_the_loggers_level(dates_translator, tmp_path):
+    # As in a notebook, where TensorFlow sets its logger to INFO: tf.saved_model.save would log
+    # "Assets written to: ..." there.
+    from tfattn.serving.translator import export
+
+    logger = tf.get_logger()
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        export(dates_translator, str(tmp_path / "export"))
+        assert logger.level == logging.INFO
+        logger.info("a line of the user's own")  # the handler sees INFO lines outside the export
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert [r.getMessage() for r in records] == ["a line of the user's own"]
 
 
 @pytest.fixture(scope="module")

@@ -53,6 +53,8 @@ source token) gets an empty translation: `text` "", no `tokens`, zero attention 
 (and `score` 0, `nbest_text` ""), not one the decoder would invent from `[START] [END]` alone.
 """
 
+import contextlib
+import logging
 import os
 
 import numpy as np
@@ -421,7 +423,22 @@ def _write_export(translator, path, vocabulary, tokenizer_ops):
                   "translate_text": serving.translate_text.get_concrete_function()}
     if head_grid(translator.model) != (1, 1):
         signatures["translate_heads"] = serving.translate_heads.get_concrete_function(TEXT)
-    tf.saved_model.save(serving, path, signatures=signatures)
+    with tensorflow_info_off():
+        tf.saved_model.save(serving, path, signatures=signatures)
+
+
+@contextlib.contextmanager
+def tensorflow_info_off():
+    """TensorFlow's Python logger at WARNING at least, for the block. In an interactive session (a
+    notebook, the Python prompt) TensorFlow sets it to INFO, and `tf.saved_model.save` then prints
+    `INFO:tensorflow:Assets written to: ...` into the user's output."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def head_grid(model):
