@@ -182,6 +182,7 @@ def test_decoding_gives_the_same_outputs_on_both_tiers(kind):
         assert (length >= 1).all() and (np.take_along_axis(ids, length[..., None] - 1, axis=-1) == END_ID).all()
 
 
+@pytest.mark.long  # both tiers' greedy and beam searches traced and run over the held-out dates: a minute
 def test_translators_of_both_tiers_translate_the_held_out_dates_the_same(dates_translator, dates_data):
     from tfattn.serving.translator import Translator
 

@@ -30,7 +30,8 @@ def mirrored(tier):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("tier", ["reference", pytest.param("fast", marks=pytest.mark.long)])
+@pytest.mark.long  # two processes each start TensorFlow and train: about a minute per tier, make test-long
+@pytest.mark.parametrize("tier", ["reference", "fast"])
 def test_two_replicas_train_as_one_device_on_the_global_batch(tier):
     result = mirrored(tier)
     one, two = result["one"], result["two"]
