@@ -23,6 +23,7 @@ import re
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,35 @@ def test_startup_noise_is_found_and_grappler_warnings_are_let_through():
     cell.outputs = cell.outputs[:1]
     cell.outputs[0].text = "\n".join(grappler) + "\n"
     assert startup_noise(cell) == []
+
+
+def install_functions(monkeypatch, requirement, requires, have):
+    """The install cell's functions, defined without running its install, over a Python whose tfattn
+    lists `requires` and which has the distributions `have` (names as pip writes them)."""
+    source = code_cells(load(NOTEBOOKS[0]))[0].source
+    namespace = {}
+    exec(REQUIREMENT_LINE.sub(f'REQUIREMENT = "{requirement}"  # ', source[:source.index("\ninstalled = ")]), namespace)
+    metadata = namespace["importlib"].metadata
+    distributions = [types.SimpleNamespace(metadata={"Name": name}, version="1.0") for name in have]
+    monkeypatch.setattr(metadata, "requires", lambda name: requires)
+    monkeypatch.setattr(metadata, "distributions", lambda: distributions)
+    return namespace
+
+
+def test_the_install_cell_finds_the_missing_requirements_of_its_extras(monkeypatch):
+    # tfattn's metadata as pip may write it: markers with the extras in either quotes, a marker with
+    # more than the extra, a self-reference, names spelled with dots, underscores and capitals.
+    requires = ['tensorflow<2.22,>=2.20', 'keras<4,>=3.10', 'Matplotlib>=3.7; extra == "plot"',
+                'sacrebleu>=2; extra == "eval"', "tensorflow_datasets; extra == 'data'",
+                'zope.interface; extra == "plot" and python_version >= "3.8"', 'tfattn[eval,plot]; extra == "all"',
+                'pytest; extra == "test"']
+    install = install_functions(monkeypatch, "tfattn[plot,eval,data]", requires, ["tensorflow", "keras", "sacrebleu"])
+    assert install["extras_missing"]() == ["Matplotlib>=3.7", "tensorflow_datasets", "zope.interface"]
+    install = install_functions(monkeypatch, "tfattn[data]", requires, ["matplotlib", "tensorflow-datasets"])
+    assert install["extras_missing"]() == []  # tensorflow_datasets is tensorflow-datasets
+    assert install["versions"]() == {"matplotlib": "1.0", "tensorflow-datasets": "1.0"}
+    install = install_functions(monkeypatch, "tfattn", requires, [])
+    assert install["extras_missing"]() == []  # no extras: nothing of theirs is wanted
 
 
 @pytest.mark.long
