@@ -192,12 +192,12 @@ def test_startup_noise_is_found_and_grappler_warnings_are_let_through():
 
 def install_functions(monkeypatch, requirement, requires, have):
     """The install cell's functions, defined without running its install, over a Python whose tfattn
-    lists `requires` and which has the distributions `have` (names as pip writes them)."""
+    lists `requires` and which has the distributions `have`, {name as pip writes it: version}."""
     source = code_cells(load(NOTEBOOKS[0]))[0].source
     namespace = {}
     exec(REQUIREMENT_LINE.sub(f'REQUIREMENT = "{requirement}"  # ', source[:source.index("\ninstalled = ")]), namespace)
     metadata = namespace["importlib"].metadata
-    distributions = [types.SimpleNamespace(metadata={"Name": name}, version="1.0") for name in have]
+    distributions = [types.SimpleNamespace(metadata={"Name": name}, version=v) for name, v in have.items()]
     monkeypatch.setattr(metadata, "requires", lambda name: requires)
     monkeypatch.setattr(metadata, "distributions", lambda: distributions)
     return namespace
@@ -205,17 +205,21 @@ def install_functions(monkeypatch, requirement, requires, have):
 
 def test_the_install_cell_finds_the_missing_requirements_of_its_extras(monkeypatch):
     # tfattn's metadata as pip may write it: markers with the extras in either quotes, a marker with
-    # more than the extra, a self-reference, names spelled with dots, underscores and capitals.
+    # more than the extra, a self-reference, names spelled with dots, underscores and capitals, a
+    # version outside its range.
     requires = ['tensorflow<2.22,>=2.20', 'keras<4,>=3.10', 'Matplotlib>=3.7; extra == "plot"',
                 'sacrebleu>=2; extra == "eval"', "tensorflow_datasets; extra == 'data'",
                 'zope.interface; extra == "plot" and python_version >= "3.8"', 'tfattn[eval,plot]; extra == "all"',
                 'pytest; extra == "test"']
-    install = install_functions(monkeypatch, "tfattn[plot,eval,data]", requires, ["tensorflow", "keras", "sacrebleu"])
+    have = {"tensorflow": "2.20.0", "keras": "3.13.2", "sacrebleu": "2.5.1"}
+    install = install_functions(monkeypatch, "tfattn[plot,eval,data]", requires, have)
     assert install["extras_missing"]() == ["Matplotlib>=3.7", "tensorflow_datasets", "zope.interface"]
-    install = install_functions(monkeypatch, "tfattn[data]", requires, ["matplotlib", "tensorflow-datasets"])
+    install = install_functions(monkeypatch, "tfattn[eval]", requires, {**have, "sacrebleu": "1.5.1"})
+    assert install["extras_missing"]() == ["sacrebleu>=2"]  # there, but too old
+    install = install_functions(monkeypatch, "tfattn[data]", requires, {"Matplotlib": "3.9.0", "tensorflow-datasets": "4.9.9"})
     assert install["extras_missing"]() == []  # tensorflow_datasets is tensorflow-datasets
-    assert install["versions"]() == {"matplotlib": "1.0", "tensorflow-datasets": "1.0"}
-    install = install_functions(monkeypatch, "tfattn", requires, [])
+    assert install["versions"]() == {"matplotlib": "3.9.0", "tensorflow-datasets": "4.9.9"}
+    install = install_functions(monkeypatch, "tfattn", requires, {})
     assert install["extras_missing"]() == []  # no extras: nothing of theirs is wanted
 
 
