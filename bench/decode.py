@@ -48,7 +48,7 @@ import sacrebleu  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfattn.cli import find_export, set_threads, threads  # noqa: E402
-from tfattn.training.runs import export_run  # noqa: E402
+from tfattn.runs.export import export_run  # noqa: E402
 from tfattn.serving.translator import load  # noqa: E402
 
 BEAM = {"beam_width": 4, "length_penalty": 0.6}  # made tensors when used: thread settings come first

@@ -34,10 +34,12 @@ import tensorflow as tf  # noqa: E402
 
 from tfattn import evaluate  # noqa: E402
 from tfattn.data.pipeline import DataConfig  # noqa: E402
-from tfattn.decoding.search import DecodeConfig  # noqa: E402
+from tfattn.search import DecodeConfig  # noqa: E402
 from tfattn.serving.translator import load  # noqa: E402
 from tfattn.model import ModelConfig  # noqa: E402
-from tfattn.training.runs import CorpusConfig, RunConfig, TokenizerConfig, train_run, translate_texts  # noqa: E402
+from tfattn.runs.config import CorpusConfig, RunConfig, TokenizerConfig  # noqa: E402
+from tfattn.runs.export import translate_texts  # noqa: E402
+from tfattn.runs.train import train_run  # noqa: E402
 from tfattn.training.trainer import TrainConfig  # noqa: E402
 
 

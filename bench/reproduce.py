@@ -467,7 +467,7 @@ def read_json(path):
 def run_config(corpus, kind, fields, budget, args):
     """The `RunConfig` of `kind` on `corpus`: quality.py's recipe, trained `budget.steps` steps."""
     import quality
-    from tfattn.training.runs import CorpusConfig
+    from tfattn.runs.config import CorpusConfig
     from tfattn.training.trainer import TrainConfig
     from tfattn.training.validation import ValidationConfig
 
@@ -484,7 +484,7 @@ def find_or_train(corpus, kind, fields, wanted, args):
     """`(run directory, how)`: a finished run from `--reuse` that fits, else this script's own run in
     OUT/CORPUS/KIND/run, found finished, resumed or trained. An own run of another recipe (another
     `--steps`, `--tiny`) stops the script rather than being mixed in."""
-    from tfattn.training.runs import train_run
+    from tfattn.runs.train import train_run
 
     for run in run_dirs(args.reuse, corpus, kind):
         if run_state(run) == "done":
@@ -529,7 +529,8 @@ def model_row(corpus, kind, budget, args, test):
 def scored_pairs(corpus, budget):
     """The corpus's test pairs (all, or `budget.test_sentences` of them spread over the split)."""
     import spa
-    from tfattn.training.runs import CorpusConfig, load_splits
+    from tfattn.runs.config import CorpusConfig
+    from tfattn.runs.corpus import load_splits
 
     test = load_splits(CorpusConfig(**CORPORA[corpus]))[0]["test"]
     return spa.spread(test, budget.test_sentences) if budget.test_sentences else test

@@ -183,7 +183,7 @@ def describe(node):
 @contextlib.contextmanager
 def gpu_visible():
     """Inside the block, `tf.config.list_logical_devices("GPU")` lists one GPU: the query Keras asks
-    before it runs a GRU/LSTM layer by cuDNN, and `tfattn.config.gpu_visible` asks. Graphs traced here
+    before it runs a GRU/LSTM layer by cuDNN, and `tfattn.tier.gpu_visible` asks. Graphs traced here
     are the graphs a GPU machine traces; they are only traced, never run."""
     real = tf.config.list_logical_devices
     fake = tf.config.LogicalDevice(name="/device:GPU:0", device_type="GPU")

@@ -58,7 +58,7 @@ inherited = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_U
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import tensorflow as tf
 from tfattn import cli
-from tfattn.training import rundir, runs
+from tfattn.runs import directory, saving
 
 where, then, stopped = sys.argv.pop(1).split(":"), sys.argv.pop(1), []
 
@@ -70,7 +70,7 @@ def stop():
             time.sleep(0.01)
         sys.exit(f"continued at {where} without a signal (inherited SIGINT state: {inherited})")
 
-after_step, save, log = runs._Saver.after_step, tf.train.CheckpointManager.save, rundir.Run.log
+after_step, save, log = saving.Saver.after_step, tf.train.CheckpointManager.save, directory.Run.log
 
 def step_then_stop(saver, *args):
     after_step(saver, *args)
@@ -88,7 +88,7 @@ def log_then_stop(run, **record):
     if where == ["log", record["event"], str(record["step"])] and not stopped:
         stop()
 
-runs._Saver.after_step, tf.train.CheckpointManager.save, rundir.Run.log = (step_then_stop, save_then_stop,
+saving.Saver.after_step, tf.train.CheckpointManager.save, directory.Run.log = (step_then_stop, save_then_stop,
                                                                        log_then_stop)
 sys.exit(cli.main())
 """

@@ -262,9 +262,9 @@ def test_resume_refuses_flags_it_would_ignore(tmp_path):
 
 
 def test_resume_refuses_a_flag_given_with_its_default_value(capsys, monkeypatch, tmp_path):
-    import tfattn.training.runs
+    import tfattn.runs.train
 
-    monkeypatch.setattr(tfattn.training.runs, "train_run", lambda *a, **kw: pytest.fail("train_run was called"))
+    monkeypatch.setattr(tfattn.runs.train, "train_run", lambda *a, **kw: pytest.fail("train_run was called"))
     status, _, err = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--units", "256",
                               "--batch-size=64")
     assert status == 2
@@ -277,10 +277,10 @@ def test_resume_refuses_a_flag_given_with_its_default_value(capsys, monkeypatch,
     (["--epo", "4", "--time-budget=1h"], 4, 3600.0),  # abbreviated and joined, as argparse allows
 ])
 def test_resume_passes_only_epochs_and_time_budget(capsys, monkeypatch, tmp_path, flags, epochs, budget):
-    import tfattn.training.runs
+    import tfattn.runs.train
 
     calls = []
-    monkeypatch.setattr(tfattn.training.runs, "train_run", lambda config, out, **kw: calls.append((out, kw)) or {"run": out})
+    monkeypatch.setattr(tfattn.runs.train, "train_run", lambda config, out, **kw: calls.append((out, kw)) or {"run": out})
     status, out, _ = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--quiet", *flags)
     assert status == 0 and json.loads(out) == {"run": str(tmp_path)}
     [(run, kw)] = calls

@@ -19,7 +19,8 @@ def distinct_words(n, prefix):
 
 def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, monkeypatch):
     """Bahdanau, dropout 0.2, 5,000-word vocabularies, learning rate 2e-3 on a cosine over the time budget."""
-    from tfattn.training import runs, trainer
+    from tfattn.runs import finish
+    from tfattn.training import trainer
 
     # 600 lines of 10 new words a side: 6,000 words each, more than the vocabulary takes.
     source, target = distinct_words(6000, "s"), distinct_words(6000, "t")
@@ -34,7 +35,7 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
 
     real_rate = trainer.budget_learning_rate
     monkeypatch.setattr(trainer, "budget_learning_rate", recorded)
-    monkeypatch.setattr(runs, "export", lambda translator, path: path)  # what is checked is written before it
+    monkeypatch.setattr(finish, "export", lambda translator, path: path)  # what is checked is written before it
     run = tmp_path / "run"
     status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "c.txt"), "--out", str(run),
                               "--epochs", "1", "--time-budget", "10m", "--quiet")

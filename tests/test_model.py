@@ -13,7 +13,8 @@ import keras
 import numpy as np
 import pytest
 
-from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
 from tfattn.model import ModelConfig, Seq2Seq, make_model, masked_accuracy, masked_loss

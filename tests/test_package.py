@@ -35,7 +35,8 @@ def test_import_tfattn_makes_every_layer_loadable_in_a_fresh_process(tmp_path):
     # One process saves a functional model holding the layers; another imports only tfattn and loads it.
     save = """
 import keras, numpy as np
-from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
 source, target = keras.Input((None,), dtype="int32"), keras.Input((None,), dtype="int32")

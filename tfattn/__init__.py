@@ -10,7 +10,7 @@ Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`,
 `import tfattn` registers every layer with Keras, so `keras.saving.load_model` reads a `.keras` file
 that holds them. The `tfattn` command is the exception: it imports TensorFlow only for the commands
 that need it, so `tfattn --help` starts at once. Other names are imported on first use. The tier
-switch is `tfattn.config` (`set_accel`, `accel_enabled`, `accel_scope`).
+switch is `tfattn.tier` (`set_accel`, `accel_enabled`, `accel_scope`).
 """
 
 import importlib
@@ -21,16 +21,16 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "AttentionCell": "layers.cell",
-    "BahdanauAttention": "layers.attention",
-    "LuongAttention": "layers.attention",
+    "BahdanauAttention": "layers.bahdanau",
+    "LuongAttention": "layers.luong",
     "ScoredAttention": "layers.attention",
     "DataConfig": "data.pipeline",
     "make_dataset": "data.pipeline",
     "Decoder": "layers.decoder",
-    "DecodeConfig": "decoding.search",
-    "greedy": "decoding.search",
-    "beam_search": "decoding.search",
-    "sample": "decoding.search",
+    "DecodeConfig": "search",
+    "greedy": "search",
+    "beam_search": "search",
+    "sample": "search",
     "Encoder": "layers.encoder",
     "Translator": "serving.translator",
     "export": "serving.translator",
@@ -48,7 +48,7 @@ _EXPORTS = {
     "make_strategy": "training.distributed",
 }
 
-__all__ = sorted(_EXPORTS) + ["config"]
+__all__ = sorted(_EXPORTS) + ["tier"]
 
 
 def _started_as_the_command():
@@ -60,7 +60,7 @@ def _started_as_the_command():
 
 if not _started_as_the_command():
     from tfattn import layers as _layers  # noqa: E402,F401 (registers the layers with Keras)
-from tfattn import config  # noqa: E402  (the tier switch; imports nothing heavy)
+from tfattn import tier  # noqa: E402  (the tier switch; imports nothing heavy)
 
 
 def __getattr__(name):

@@ -41,7 +41,7 @@ def _demo(args):
 def _train(args):
     if args.resume:
         _check_resume_flags(args)  # before TensorFlow loads
-    from tfattn.training.runs import train_run
+    from tfattn.runs.train import train_run
 
     if args.quiet:  # and no download progress from Keras either (tfattn.data.corpora.download_anki)
         import keras
@@ -114,7 +114,7 @@ def _recover_export(path, echo):
 
 def _no_export_yet(run):
     """What `translate` or `evaluate` says of a run without an export: in progress, or stopped early."""
-    from tfattn.training.rundir import LOCK, RunInUseError, _Lock
+    from tfattn.runs.directory import LOCK, RunInUseError, _Lock
 
     quoted = shlex.quote(run)
     try:
@@ -134,7 +134,7 @@ def _evaluate(args):
     path = find_export(args.model)
     if args.output:
         _check_output_file(args.output, "--output")  # before the evaluation, not after it
-    from tfattn.training.runs import translate_texts
+    from tfattn.runs.export import translate_texts
 
     pairs = _evaluation_pairs(args)
     signature, inputs = _signature(path, args.beam)
@@ -152,7 +152,8 @@ def _evaluate(args):
 def _evaluation_pairs(args):
     """The `(source, reference)` pairs `evaluate` scores; an empty corpus or split is refused."""
     from tfattn.data.corpora import SPLITS
-    from tfattn.training.runs import load_splits, run_config_of
+    from tfattn.runs.config import run_config_of
+    from tfattn.runs.corpus import load_splits
 
     corpus = _corpus_config(args) if args.corpus else getattr(run_config_of(args.model), "corpus", None)
     if corpus is None:
@@ -318,7 +319,7 @@ def _stdin_lines():
 
 
 def _export(args):
-    from tfattn.training.runs import export_run
+    from tfattn.runs.export import export_run
 
     print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel,
                      echo=lambda line: print(line, file=sys.stderr), replace_unknown=args.replace_unknown,
@@ -374,7 +375,7 @@ def _read_json(path, flag, expected):
 # -- configuration from flags ----------------------------------------------------------------------
 
 def _corpus_config(args):
-    from tfattn.training.runs import CorpusConfig
+    from tfattn.runs.config import CorpusConfig
 
     splits = tuple(args.splits.split(",")) if args.splits else ("train", "validation", "test")
     if len(splits) != 3:
@@ -387,9 +388,9 @@ def _corpus_config(args):
 def run_config(args):
     """Flags -> `RunConfig` (every flag overrides one field)."""
     from tfattn.data.pipeline import DataConfig
-    from tfattn.decoding.search import DecodeConfig
+    from tfattn.search import DecodeConfig
     from tfattn.model import ModelConfig
-    from tfattn.training.runs import RunConfig, TokenizerConfig
+    from tfattn.runs.config import RunConfig, TokenizerConfig
     from tfattn.training.trainer import TrainConfig
 
     tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
@@ -799,7 +800,7 @@ def _add_plot_parser(sub):
 
 def main(argv=None):
     from tfattn.files import WriteError
-    from tfattn.training.rundir import Terminated
+    from tfattn.runs.directory import Terminated
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     parser = build_parser()
@@ -817,7 +818,7 @@ def main(argv=None):
         parser.exit(1, f"tfattn: error: {e}\n")
     except (FileNotFoundError, FileExistsError, ValueError, OSError) as e:
         parser.exit(2, f"tfattn: error: {e}\n")
-    except Terminated:  # SIGTERM during training, saved like Ctrl-C (tfattn.training.runs)
+    except Terminated:  # SIGTERM during training, saved like Ctrl-C (tfattn.runs.train)
         parser.exit(143, "tfattn: terminated\n")
     except KeyboardInterrupt:
         parser.exit(130, "tfattn: interrupted\n")

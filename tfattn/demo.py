@@ -18,7 +18,7 @@ import tensorflow as tf
 from tfattn import files
 from tfattn.data import dates
 from tfattn.data.pipeline import DataConfig, make_dataset
-from tfattn.decoding.search import DecodeConfig
+from tfattn.search import DecodeConfig
 from tfattn.serving.translator import Translator, export, load
 from tfattn.model import ModelConfig, make_model
 from tfattn.data.text import Tokenizer

@@ -6,17 +6,15 @@ import keras
 from keras import ops
 
 from tfattn.core import ensure_built, masked_accuracy, masked_loss  # noqa: F401 (public here too)
-from tfattn.layers.attention import SCORES, BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.baseline import NoAttentionDecoder
 from tfattn.layers.decoder import Decoder
-from tfattn.layers.encoder import RNNS, Encoder
+from tfattn.layers.encoder import Encoder
 from tfattn.layers.multihead import MultiHeadAttention
+from tfattn.layers.options import ATTENTIONS, ENCODERS, LOCALS, POSITIONS, RNNS, SCORES  # noqa: F401 (public here too)
 from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder
-
-ATTENTIONS = ("bahdanau", "luong", "transformer", "none")
-ENCODERS = ("rnn", "transformer")
-POSITIONS = ("sinusoidal", "learned", "relative")
-LOCALS = (None, "m", "p")
+from tfattn.training import step
 
 
 @dataclasses.dataclass
@@ -251,25 +249,21 @@ class Seq2Seq(keras.Model):
     # `model.compile(optimizer=...)` then `model.fit(dataset)`, where the dataset yields `(source,
     # target)` batches as tfattn's loop takes them: the step is tfattn's own
     # (`tfattn.training.step.train_update`: teacher forcing, the masked loss, gradients clipped to a
-    # global norm of 5, an update whose loss is not finite skipped), on the tier `tfattn.config` and
-    # the model's dtype policy choose (`tfattn.training.precision.tier_for`). `loss` and `accuracy`
+    # global norm of 5, an update whose loss is not finite skipped), on the tier `tfattn.tier` and
+    # the model's dtype policy choose (`tfattn.training.step.keras_tier`). `loss` and `accuracy`
     # are means over the target tokens of the epoch so far; compile's `loss` and `metrics` are not used.
 
     def train_step(self, data):
-        from tfattn.training import precision, step  # training imports this module: imported here
-
         source, target, _ = keras.utils.unpack_x_y_sample_weight(data)
         ensure_built(self)  # (first trace) the fast tier reads the weights before any layer call
-        accel = precision.tier_for(self.dtype_policy.name, model=self)
+        accel = step.keras_tier(self)
         out = step.train_update(self, self.optimizer, source, target, clip_norm=5.0, accel=accel)
         return self._token_means(out, out["finite"])
 
     def test_step(self, data):
-        from tfattn.training import precision, step
-
         source, target, _ = keras.utils.unpack_x_y_sample_weight(data)
         ensure_built(self)  # (first trace) the fast tier reads the weights before any layer call
-        accel = precision.tier_for(self.dtype_policy.name, model=self)
+        accel = step.keras_tier(self)
         logits, loss = step.forward_and_loss(self, source, target, training=False, accel=accel)
         return self._token_means({"loss": loss, "accuracy": masked_accuracy(target[:, 1:], logits),
                                   "tokens": ops.count_nonzero(target[:, 1:])}, ops.isfinite(loss))

@@ -9,7 +9,9 @@ import pytest
 import tensorflow as tf
 
 from tfattn.accel import attention as fast_attention
-from tfattn.layers.attention import BahdanauAttention, LuongAttention, ScoredAttention
+from tfattn.layers.attention import ScoredAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 
 LAYERS = {
     "bahdanau": lambda: BahdanauAttention(3),
@@ -72,15 +74,6 @@ def test_fast_attention_equals_the_layer_call(name, t_q):
     np.testing.assert_array_equal(weights[0, :, 3:], 0.0)  # padding: exactly zero weight
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
     assert np.abs(got[2].numpy()).max() > 1e-3  # the query's gradient is not trivially zero
-
-
-def test_masked_softmax_by_hand():
-    # Scores (0, ln 3, 5) with the last position masked: softmax over (0, ln 3) = (1/4, 3/4), then 0.
-    scores = tf.constant([[[0.0, np.log(3.0), 5.0]], [[1.0, 1.0, 1.0]]])
-    mask = tf.constant([[[True, True, False]], [[False, False, False]]])  # (batch, 1, t_in)
-    weights = fast_attention.masked_softmax(scores, mask).numpy()
-    np.testing.assert_allclose(weights[0, 0], [0.25, 0.75, 0.0], rtol=1e-6)
-    np.testing.assert_array_equal(weights[1, 0], [0.0, 0.0, 0.0])  # every position masked: all zeros
 
 
 def test_another_attention_class_runs_its_own_call():

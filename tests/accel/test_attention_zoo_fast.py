@@ -1,4 +1,4 @@
-"""The attention zoo with the fast tier switched on: `score_kind` refuses what `tfattn.accel` does not
+"""The attention zoo with the fast tier switched on: `adapter.attention_kind` refuses what `tfattn.accel` does not
 write out (the cosine score, local windows, hard attention), so those layers run their own call inside
 the fast decoder (local-m given its step from the state), hard attention trains by the reference
 decoder, and every number equals the reference tier's.
@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.accel import attention as fast_attention
+from tfattn.accel import adapter
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import seq2seq as fast
-from tfattn.decoding.search import beam_search, greedy, sample
-from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.search import beam_search, greedy, sample
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
 from tfattn.model import Seq2Seq
@@ -58,9 +59,9 @@ def assert_close(got, want, err_msg=""):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_score_kind_refuses_the_zoo(kind):
-    assert fast_attention.score_kind(KINDS[kind][2]()) is None
-    assert fast_attention.score_kind(LuongAttention("general")) == "luong"  # the written-out path stays
+def test_attention_kind_refuses_the_zoo(kind):
+    assert adapter.attention_kind(KINDS[kind][2]()) is None
+    assert adapter.attention_kind(LuongAttention("general")) == "luong"  # the written-out path stays
 
 
 def loss_and_gradients(model, accel, training):
@@ -139,7 +140,7 @@ def test_an_export_with_stored_weights_translates_as_the_reference(tmp_path):
     # state, hard attention's argmax) runs its own call on its own variables, which the export tracks.
     from tfattn.data import dates
     from tfattn.data.text import Tokenizer
-    from tfattn.decoding.search import DecodeConfig
+    from tfattn.search import DecodeConfig
     from tfattn.serving.translator import Translator, export
 
     train, test = dates.make_corpus(300, 5, seed=0)

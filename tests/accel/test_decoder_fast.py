@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from tfattn.accel import decoder as fast_decoder
-from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
 

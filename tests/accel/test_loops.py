@@ -16,7 +16,7 @@ import tensorflow as tf
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import loops
 from tfattn.accel import seq2seq as fast
-from tfattn.layers.attention import BahdanauAttention
+from tfattn.layers.bahdanau import BahdanauAttention
 from tfattn.layers.decoder import Decoder
 
 BATCH, T_IN, T_OUT, UNITS, ATT_UNITS, DV, VOCAB = 3, 4, 5, 6, 5, 7, 11

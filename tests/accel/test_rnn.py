@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 
+from tfattn.accel import adapter
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import encoder as fast_encoder
 from tfattn.accel import rnn
@@ -39,7 +40,7 @@ def test_step_equals_the_keras_cell(kind):
     x, h, c = (rng.normal(size=s).astype("float32") for s in [(3, 5), (3, 4), (3, 4)])
     states = [h] if kind == "gru" else [h, c]
     expected, expected_states = cell(x, states)
-    weights = rnn.cell_weights(cell, "float32")
+    weights = adapter.cell_weights(cell, "float32")
     state = {"h": h} if kind == "gru" else {"h": h, "c": c}
     got, got_state = rnn.step(kind, rnn.project_inputs(weights, x), state, weights)
     np.testing.assert_allclose(got, expected, atol=1e-6)
@@ -54,7 +55,7 @@ def test_gru_step_by_hand():
     cell.kernel.assign([[0.0, 0.0, 1.0]])  # x feeds only the candidate
     cell.recurrent_kernel.assign([[0.0, 0.0, 2.0]])
     cell.bias.assign([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
-    weights = rnn.cell_weights(cell, "float32")
+    weights = adapter.cell_weights(cell, "float32")
     # z = r = sigmoid(0) = 0.5; candidate = tanh(x + r * 2h) = tanh(1 + 0.5) ; h' = 0.5 h + 0.5 cand.
     h = rnn.gru_step(rnn.project_inputs(weights, np.array([[1.0]], "float32")), np.array([[0.5]], "float32"),
                      weights)
@@ -63,7 +64,7 @@ def test_gru_step_by_hand():
 
 def test_split_kernel_rows_add_up_to_the_whole_projection():
     cell = built_cell("gru", 5, 4)
-    whole, split = rnn.cell_weights(cell, "float32"), rnn.cell_weights(cell, "float32", split_at=2)
+    whole, split = adapter.cell_weights(cell, "float32"), adapter.cell_weights(cell, "float32", split_at=2)
     x = np.random.default_rng(1).normal(size=(3, 5)).astype("float32")
     parts = rnn.project_inputs(split, x[:, :2]) + x[:, 2:] @ np.asarray(split["kernel_rest"])
     expected = x @ np.asarray(cell.kernel) + np.asarray(cell.bias)[0]  # the input's share, input bias (row 0)
@@ -82,7 +83,7 @@ def test_luong_whole_target_loop_equals_the_keras_layer(kind, monkeypatch):
     target_in = np.array([[1, 4, 9, 0, 0], [1, 12, 3, 7, 2]])
     reference = decoder(target_in, outputs, state, mask)  # builds; the oracle
     ours = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
-    monkeypatch.setattr("tfattn.config.gpu_visible", lambda: True)  # as on a GPU
+    monkeypatch.setattr("tfattn.tier.gpu_visible", lambda: True)  # as on a GPU
     keras_layer = fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask)
     for got in (ours, keras_layer):
         for a, b in zip(got, reference):
@@ -118,7 +119,7 @@ def test_gru_step_splits_its_gates_with_three_split_ops_and_no_slicing():
 
     layer = keras.layers.GRU(3)
     layer.build((None, None, 2))
-    weights = rnn.cell_weights(layer.cell, "float32")
+    weights = adapter.cell_weights(layer.cell, "float32")
     step = tf.function(lambda x, h: rnn.gru_step(x, h, weights)).get_concrete_function(
         tf.TensorSpec([None, 9]), tf.TensorSpec([None, 3]))
     kinds = [op.type for op in step.graph.get_operations()]
@@ -138,7 +139,7 @@ def test_a_batch_without_padding_skips_the_masks_with_the_same_outputs(kind, pad
     cells = [built_cell(kind, 5, 4), built_cell(kind, 5, 4)]
     x = np.random.default_rng(2).normal(size=(2, 3, 5)).astype("float32")
     directions = [(rnn.project_inputs(w, x), w, reverse)
-                  for w, reverse in zip([rnn.cell_weights(c, "float32") for c in cells], (False, True))]
+                  for w, reverse in zip([adapter.cell_weights(c, "float32") for c in cells], (False, True))]
     mask = tf.ones([2, 3], tf.bool)
     run = tf.function(lambda: rnn.run_masked(kind, directions, mask, padded=padded))
     kinds = [op.type for op in run.get_concrete_function().graph.get_operations()]

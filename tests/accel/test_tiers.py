@@ -16,7 +16,7 @@ from tfattn.accel import encoder as fast_encoder
 from tfattn.accel import losses as fast_losses
 from tfattn.accel import seq2seq as fast
 from tfattn.data.text import END_ID
-from tfattn.decoding.search import beam_search, greedy, sample
+from tfattn.search import beam_search, greedy, sample
 from tfattn.layers.encoder import Encoder
 from tfattn.model import ModelConfig, make_model, masked_loss
 from tfattn.training.step import forward_and_loss, make_optimizer, make_train_step

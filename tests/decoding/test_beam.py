@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tfattn.accel.decoding import TOP_K_BLOCKED, _block_size, top_k
-from tfattn.decoding.search import DecodeConfig, beam_search, greedy
+from tfattn.search import DecodeConfig, beam_search, greedy
 from tfattn.data.text import END_ID, PAD_ID, START_ID, UNK_ID
 
 VOCAB = 8

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import tfattn
 from tfattn.data.text import END_ID, START_ID
-from tfattn.decoding.search import DecodeConfig
+from tfattn.search import DecodeConfig
 from tfattn.decoding.strategies import _coverage_penalty
 
 

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tfattn.decoding.loop import length_limits
-from tfattn.decoding.search import DecodeConfig, greedy
+from tfattn.search import DecodeConfig, greedy
 from tfattn.accel import decoding as fast_decoding
 from tfattn.accel.seq2seq import Stepping
 from tfattn.data.text import END_ID, PAD_ID, START_ID
@@ -114,7 +114,7 @@ def test_padding_does_not_change_the_translation(fixture, dates_data, request):
 @pytest.mark.parametrize("attention", ["bahdanau", "luong"])
 def test_an_empty_batch_decodes_to_empty_outputs_for_every_model_kind(rnn, attention):
     from tfattn.accel import seq2seq as fast
-    from tfattn.decoding.search import beam_search
+    from tfattn.search import beam_search
     from tfattn.model import ModelConfig, ensure_built, make_model
 
     model = ensure_built(make_model(ModelConfig(attention=attention, rnn=rnn, units=8, embedding_dim=4), 10, 12))

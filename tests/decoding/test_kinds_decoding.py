@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 import tfattn
-from tfattn.config import resolve_accel
+from tfattn.accel import seq2seq as fast_tier
 from tfattn.decoding.loop import DecodeConfig
-from tfattn.decoding.search import beam_search, greedy
+from tfattn.search import beam_search, greedy
 
 SOURCE = np.array([[1, 4, 5, 6, 2, 0], [1, 7, 2, 0, 0, 0]])
 
@@ -28,8 +28,8 @@ def model(**fields):
 ])
 def test_the_fast_tier_runs_only_the_models_it_has_code_for(fields, fast):
     m = model(**fields)
-    assert resolve_accel(True, m) is fast
-    assert resolve_accel(False, m) is False
+    assert fast_tier.choose(True, m) is fast
+    assert fast_tier.choose(False, m) is False
     # Whatever the switch says, every kind decodes (the fast tier falls back to the reference).
     out = greedy(m, SOURCE, DecodeConfig(max_length=8), accel=True)
     assert out["ids"].shape[0] == 2 and out["attention"].shape[2] == SOURCE.shape[1]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfattn.decoding.search import DecodeConfig, greedy, sample
+from tfattn.search import DecodeConfig, greedy, sample
 from tfattn.data.text import END_ID, PAD_ID, START_ID
 
 VOCAB = 8

@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 from attention_oracles import np_attention, np_scores, set_weights
-from tfattn.layers.attention import SCORES, BahdanauAttention, LuongAttention
+from tfattn.layers.attention import masked_softmax
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
+from tfattn.layers.options import SCORES
 
 BATCH, T_IN, DQ, DK, DV, UNITS = 2, 4, 3, 2, 5, 4
 # Sentence 0 has one padding position (the last); sentence 1 has none.
@@ -316,3 +319,17 @@ def test_keras_file_round_trip_in_a_functional_model(variant, scale, tmp_path):
     loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
     for got, want in zip(loaded([query, value, key, MASK]), expected):
         np.testing.assert_array_equal(got, want)
+
+
+def test_masked_softmax_by_hand():
+    # Scores (0, ln 3, 5) with the last position masked: softmax over (0, ln 3) = (1/4, 3/4), then 0.
+    scores = np.array([[[0.0, np.log(3.0), 5.0]], [[1.0, 1.0, 1.0]]], "float32")
+    mask = np.array([[[True, True, False]], [[False, False, False]]])  # (batch, 1, t_in)
+    weights = np.asarray(masked_softmax(scores, mask))
+    np.testing.assert_allclose(weights[0, 0], [0.25, 0.75, 0.0], rtol=1e-6)
+    np.testing.assert_array_equal(weights[1, 0], [0.0, 0.0, 0.0])  # every position masked: all zeros
+    # A mask of one row per sentence (batch, t_in) holds for every query step; one of the scores' rank
+    # (the fast tier's written-out Bahdanau loop passes (batch, t_in) scores) is taken as it is.
+    np.testing.assert_allclose(np.asarray(masked_softmax(scores, mask[:, 0])), weights, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(masked_softmax(scores[:, 0], mask[:, 0])), weights[:, 0], rtol=1e-6)
+

@@ -16,7 +16,8 @@ from keras.src.testing import TestCase
 
 from attention_oracles import (np_aligned_positions, np_attention, np_cosine_scores, np_hard, np_local_attention,
                                np_scores, np_source_lengths, set_weights)
-from tfattn.layers.attention import COSINE_GAIN, BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import COSINE_GAIN, LuongAttention
 from tfattn.layers.cell import AttentionCell
 from tfattn.layers.decoder import Decoder
 

@@ -22,7 +22,8 @@ from keras import ops
 from attention_oracles import (np_aligned_positions, np_attention, np_cosine_scores, np_hard, np_local_attention,
                                np_scores, np_source_lengths, set_weights)
 from multihead_oracles import np_multihead, np_relative, np_sinusoids
-from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
 from tfattn.layers.multihead import MultiHeadAttention

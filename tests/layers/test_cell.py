@@ -11,7 +11,8 @@ import keras
 import numpy as np
 import pytest
 
-from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.cell import AttentionCell
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder

@@ -15,7 +15,8 @@ import keras
 import numpy as np
 import pytest
 
-from tfattn.layers.attention import BahdanauAttention, LuongAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.decoder import Decoder
 
 BATCH, T_IN, T_OUT, VOCAB, EMB, UNITS, ATT_UNITS = 3, 5, 4, 11, 4, 6, 5

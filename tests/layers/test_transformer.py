@@ -11,9 +11,9 @@ import tensorflow as tf
 from keras.src import testing
 
 from multihead_oracles import np_feed_forward, np_layer_norm, np_multihead, np_sinusoids
-from tfattn.decoding import search
+from tfattn import search
 from tfattn.decoding.loop import DecodeConfig
-from tfattn.layers.attention import LuongAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.accel import seq2seq as fast
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder

@@ -203,10 +203,10 @@ def test_translate_replace_unknown_on_an_export_that_does_not(exports, capsys):
 
 
 def test_export_replace_unknown_goes_to_export_run(monkeypatch, capsys):
-    from tfattn.training import runs
+    from tfattn.runs import export as runs_export
 
     calls = []
-    monkeypatch.setattr(runs, "export_run", lambda *args, **kwargs: calls.append(kwargs) or "out")
+    monkeypatch.setattr(runs_export, "export_run", lambda *args, **kwargs: calls.append(kwargs) or "out")
     for flags in ([], ["--replace-unknown"]):
         assert run_main(capsys, "export", "--model", "run", "--out", "out", *flags)[0] == 0
     assert [call["replace_unknown"] for call in calls] == [False, True]

@@ -16,8 +16,8 @@ from conftest import run_main
 from processes import wait_until_stopped
 from tfattn import files
 from tfattn.serving.translator import export, load
-from tfattn.training import runs
-from tfattn.training.rundir import Run
+from tfattn.runs import export as runs_export
+from tfattn.runs.directory import Run
 
 
 def error_line(err):
@@ -87,7 +87,7 @@ def test_a_symlinked_out_is_written_through(project, capsys):
 @pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_checkpoint_removed_before_its_restore_is_passed_over(project, capsys, monkeypatch):
     run, _ = project
-    real_restore, removed = runs.restore_weights, []
+    real_restore, removed = runs_export.restore_weights, []
 
     def rotated_away_first(model, path):  # the training process's manager deletes it right then
         if not removed:
@@ -97,7 +97,7 @@ def test_a_checkpoint_removed_before_its_restore_is_passed_over(project, capsys,
                     os.remove(os.path.join(os.path.dirname(path), name))
         return real_restore(model, path)
 
-    monkeypatch.setattr(runs, "restore_weights", rotated_away_first)
+    monkeypatch.setattr(runs_export, "restore_weights", rotated_away_first)
     out = str(project[1].parent / "e")
     status, _, err = run_main(capsys, "export", "--model", run, "--out", out, "--checkpoint", "latest")
     assert status == 0 and removed == [os.path.join(run, "best", "ckpt-144")], err
@@ -110,13 +110,13 @@ def test_a_checkpoint_removed_before_its_restore_is_passed_over(project, capsys,
 
 def test_a_diverged_checkpoint_is_not_exported(project, capsys, monkeypatch):
     run, proj = project
-    real_restore = runs.restore_weights
+    real_restore = runs_export.restore_weights
 
     def diverged(model, path):
         real_restore(model, path)
         model.variables[0].assign(tf.fill(model.variables[0].shape, np.nan))
 
-    monkeypatch.setattr(runs, "restore_weights", diverged)
+    monkeypatch.setattr(runs_export, "restore_weights", diverged)
     before = sorted(os.listdir(proj))
     for out in (proj, proj.parent / "new"):
         status, _, err = run_main(capsys, "export", "--model", run, "--out", str(out))

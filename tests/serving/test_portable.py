@@ -206,10 +206,10 @@ def test_the_installed_saved_model_cli_command_runs_it(dates_exports, dates_tran
 
 def test_tfattn_export_takes_the_tokenizer_ops(monkeypatch, capsys):
     from conftest import run_main
-    from tfattn.training import runs
+    from tfattn.runs import export as runs_export
 
     calls = []
-    monkeypatch.setattr(runs, "export_run", lambda *args, **kwargs: calls.append(kwargs) or "out")
+    monkeypatch.setattr(runs_export, "export_run", lambda *args, **kwargs: calls.append(kwargs) or "out")
     for flags in ([], ["--tokenizer-ops", "text"], ["--tokenizer-ops", "core"]):
         assert run_main(capsys, "export", "--model", "run", "--out", "out", *flags)[0] == 0
     assert [call["tokenizer_ops"] for call in calls] == ["core", "text", "core"]

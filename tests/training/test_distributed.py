@@ -110,8 +110,9 @@ def test_two_workers_train_one_run_that_restores_and_resumes_in_one_process(tmp_
     import tensorflow as tf
 
     import tfattn
-    from tfattn.training.rundir import Run
-    from tfattn.training.runs import RunConfig, train_run
+    from tfattn.runs.directory import Run
+    from tfattn.runs.config import RunConfig
+    from tfattn.runs.train import train_run
     from tfattn.training.trainer import restore_weights
 
     write_anki(tmp_path / "d.txt", 200)
@@ -250,7 +251,7 @@ def test_replicas_without_the_mirrored_strategy_is_refused(tmp_path, capsys):
 
 
 def test_the_run_config_keeps_its_strategy():
-    from tfattn.training.runs import RunConfig
+    from tfattn.runs.config import RunConfig
 
     config = RunConfig(distribute=DistributeConfig("mirrored", 2))
     assert RunConfig.from_dict(json.loads(json.dumps(config.to_dict()))).distribute == config.distribute

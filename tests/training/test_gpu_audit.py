@@ -3,14 +3,14 @@
 1. Every op of the train step (both tiers, every model kind) and of the decoding loops (greedy,
    sampling, beam search, both tiers, inside `tf.function`) has a GPU kernel in TensorFlow's kernel
    registry (`tests/kernel_audit.py` says how it is read), loop bodies and called functions included.
-   The graphs are traced as a GPU machine traces them: Keras and `tfattn.config.recurrent_path` ask
+   The graphs are traced as a GPU machine traces them: Keras and `tfattn.tier.recurrent_path` ask
    `tf.config.list_logical_devices("GPU")` while tracing, so the audit makes it list a GPU
    (`kernel_audit.gpu_visible`); the graphs are traced, never run. `make test-long` also audits the
    graphs as traced here, on a CPU.
 2. The train step has no text op (no op reading or writing `tf.string`); the input pipeline has.
 3. The Keras GRU/LSTM layers the reference tier calls meet Keras' conditions for cuDNN, and on a GPU
    the traced graphs hold one cuDNN kernel per recurrent layer run whole, on both tiers.
-4. `tfattn.config.recurrent_path` says what runs the recurrent layers with and without a GPU.
+4. `tfattn.tier.recurrent_path` says what runs the recurrent layers with and without a GPU.
 5. The input pipeline ends with `prefetch`, and the training loop reads from the device only every
    `log_every` steps.
 
@@ -28,10 +28,10 @@ from kernel_audit import audit, gpu_visible, registry_has_gpu_kernels
 from tensorflow.python.framework import ops as tf_ops
 
 import tfattn
-from tfattn import config as tier_config
+from tfattn import tier as tier_config
 from tfattn.data.pipeline import DataConfig, make_dataset
 from tfattn.data.text import Tokenizer
-from tfattn.decoding import search
+from tfattn import search
 from tfattn.model import ModelConfig, make_model
 from tfattn.training.step import make_optimizer, make_train_step
 from tfattn.training.trainer import TrainConfig, Trainer
@@ -364,19 +364,19 @@ def test_the_training_loop_reads_from_the_device_every_log_every_steps_only(monk
 
 def test_the_command_line_loop_reads_from_the_device_every_log_every_steps_only(monkeypatch, tmp_path):
     """`tfattn train`'s loop adds `_Saver.after_step` and `_Validations.after_step` after each step
-    (`runs._train`'s `on_step`), which decide whether a save or a validation is due."""
-    from tfattn.training import runs
+    (`tfattn.runs.train._train`'s `on_step`), which decide whether a save or a validation is due."""
+    from tfattn.runs import saving
     from tfattn.training.validation import ValidationConfig
 
     class Run:
         path = staticmethod(lambda name: str(tmp_path / name))
 
     def make_on_step(trainer):
-        saver = runs._Saver(Run(), trainer, every=1000)
+        saver = saving.Saver(Run(), trainer, every=1000)
         saver.saved_this_session = True  # no save is due in the test (every 1000 steps)
-        checks = runs._Validations(Run(), ValidationConfig(every=1000), trainer, saver, None, None, print)
+        checks = saving.Validations(Run(), ValidationConfig(every=1000), trainer, saver, None, None, print)
 
-        def on_step(trainer, logs):  # as `runs._train` has it
+        def on_step(trainer, logs):  # as `tfattn.runs.train._train` has it
             saver.after_step(logs["step_loss"])
             checks.after_step()
 

@@ -28,7 +28,7 @@ def new_model(dates_data):
 @pytest.mark.parametrize("accel", [False, True])
 def test_fit_trains_the_same_losses_as_tfattns_loop(dates_data, accel):
     data = dates_batches(dates_data)
-    with tfattn.config.accel_scope(accel):
+    with tfattn.tier.accel_scope(accel):
         loop_losses = []
         trainer = Trainer(new_model(dates_data), TrainConfig(learning_rate=1e-2, epochs=1), quiet=True)
         trainer.fit(data, on_step=lambda t, logs: loop_losses.append(float(logs["step_loss"])))

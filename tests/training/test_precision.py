@@ -12,7 +12,8 @@ import tensorflow as tf
 import tfattn
 from conftest import run_main
 from processes import TRAIN_FLAGS, write_anki
-from tfattn.training.precision import PRECISIONS, precision_scope, tier_for
+from tfattn.accel import seq2seq as fast
+from tfattn.training.precision import PRECISIONS, precision_scope
 from tfattn.training.trainer import TrainConfig, Trainer
 
 
@@ -53,8 +54,8 @@ def test_the_loss_is_float32_under_float16():
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("accel", [True, False, None])
 def test_the_fast_tier_trains_float32_only(precision, accel):
-    with tfattn.config.accel_scope(True):
-        assert tier_for(precision, accel) == ((accel is not False) and precision == "float32")
+    with tfattn.tier.accel_scope(True):
+        assert fast.choose(accel, None, precision) == ((accel is not False) and precision == "float32")
 
 
 def test_a_trainer_under_a_mixed_policy_runs_the_reference_tier(dates_data):
@@ -91,8 +92,8 @@ def test_the_export_of_a_mixed_precision_run_serves_in_float32(tmp_path, capsys,
     served = exported.signatures["translate"](text=tf.constant(texts))
     assert served["attention"].dtype == tf.float32
     # The same translations as the run's best weights in a float32 model (the export's config is float32).
-    from tfattn.training.runs import RunConfig
-    from tfattn.training.rundir import Run
+    from tfattn.runs.config import RunConfig
+    from tfattn.runs.directory import Run
     from tfattn.training.trainer import restore_weights
 
     config = RunConfig.from_dict(json.load(open(os.path.join(run, "config.json"))))

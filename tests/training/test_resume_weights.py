@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from conftest import run_main
 from processes import TRAIN_FLAGS, events, write_anki
-from tfattn.training import runs
+from tfattn.runs import saving
 
 
-AFTER_STEP = runs._Saver.after_step
+AFTER_STEP = saving.Saver.after_step
 
 
 class Killed(BaseException):
@@ -38,7 +38,7 @@ def stop_after(monkeypatch, step, error):
         if saver.trainer.step == step:
             raise error
 
-    monkeypatch.setattr(runs._Saver, "after_step", after_step_then_stop)
+    monkeypatch.setattr(saving.Saver, "after_step", after_step_then_stop)
 
 
 def train(capsys, corpus, run, *flags):
@@ -80,7 +80,7 @@ def test_a_resumed_run_ends_with_the_weights_of_a_run_never_stopped(tmp_path, ca
     else:
         with pytest.raises(Killed):
             train(capsys, corpus, resumed, *flags)
-    monkeypatch.setattr(runs._Saver, "after_step", AFTER_STEP)  # the resumed session runs to its end
+    monkeypatch.setattr(saving.Saver, "after_step", AFTER_STEP)  # the resumed session runs to its end
     status, err = train(capsys, None, resumed, "--resume", "--quiet")
     assert status == 0, err
     assert f"resumed from step {resumed_from} (epoch 2, batch {resumed_from - 36})" in err

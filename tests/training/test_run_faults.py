@@ -19,9 +19,8 @@ import tensorflow as tf
 from conftest import run_main
 from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_at, wait_until_stopped, write_anki
 from tfattn import files
-from tfattn.training import runs
-from tfattn.training import rundir
-from tfattn.training.rundir import Run, RunInUseError, damage_of
+from tfattn.runs import directory, export, saving
+from tfattn.runs.directory import Run, RunInUseError, damage_of
 
 
 def litter(directory):
@@ -85,10 +84,10 @@ def test_a_probe_of_the_lock_lets_another_probe_pass(tmp_path):
     fd = os.open(out / ".lock", os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # the other process's probe, held
-        rundir._Lock(str(out / ".lock")).refuse_if_held(str(out))  # passes
+        directory._Lock(str(out / ".lock")).refuse_if_held(str(out))  # passes
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a live holder
         with pytest.raises(RunInUseError, match="in use by pid 4242 on elsewhere"):
-            rundir._Lock(str(out / ".lock")).refuse_if_held(str(out))
+            directory._Lock(str(out / ".lock")).refuse_if_held(str(out))
     finally:
         os.close(fd)
 
@@ -194,8 +193,8 @@ def test_a_checkpoint_without_a_history_cuts_history_json_to_its_epoch(tmp_path)
     run = Run(tmp_path)
     run.write_json("history.json", {"loss": [3.0, 2.0, 1.0], "val_loss": [3.5, 2.5, 1.5], "seconds": 9.0})
     # Written by an earlier version, the checkpoint holds no history; it was saved in epoch 2.
-    assert runs._history_at(run, "", epoch=2) == {"loss": [3.0], "val_loss": [3.5], "seconds": 9.0}
-    assert runs._history_at(run, json.dumps({"loss": [1.0]}), epoch=2) == {"loss": [1.0]}
+    assert saving._history_at(run, "", epoch=2) == {"loss": [3.0], "val_loss": [3.5], "seconds": 9.0}
+    assert saving._history_at(run, json.dumps({"loss": [1.0]}), epoch=2) == {"loss": [1.0]}
 
 
 # -- what --out may be -------------------------------------------------------------------------------
@@ -450,7 +449,7 @@ def test_export_of_the_latest_state_takes_best_when_it_is_newer(small_run, tmp_p
     used = []
     monkeypatch.setattr(runs, "restore_weights", lambda model, path: used.append(path))
     monkeypatch.setattr(runs, "export", lambda translator, out, **options: out)
-    runs.export_run(run, str(tmp_path / "e"), checkpoint="latest", echo=used.append)
-    runs.export_run(run, str(tmp_path / "e"), checkpoint="best", echo=used.append)
+    export.export_run(run, str(tmp_path / "e"), checkpoint="latest", echo=used.append)
+    export.export_run(run, str(tmp_path / "e"), checkpoint="best", echo=used.append)
     best = os.path.join(run, "best", "ckpt-144")
     assert used == [best, f"exported step 144 of {run} ({best})"] * 2  # restored, then said

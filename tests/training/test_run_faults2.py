@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from conftest import run_main
 from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_after, wait_until_stopped, write_anki
-from tfattn.training.rundir import Run
+from tfattn.runs.directory import Run
 
 
 def error_line(err):
@@ -189,10 +189,10 @@ def test_a_diverged_run_stops_with_one_line_and_keeps_its_last_good_state(tmp_pa
 
 
 def test_the_summary_on_stdout_is_strict_json(tmp_path, capsys, monkeypatch):
-    import tfattn.training.runs
+    import tfattn.runs.train
 
     summary = {"run": "r", "best_val_loss": float("nan"), "steps": 3}  # a run without a validation loss
-    monkeypatch.setattr(tfattn.training.runs, "train_run", lambda *args, **kwargs: summary)
+    monkeypatch.setattr(tfattn.runs.train, "train_run", lambda *args, **kwargs: summary)
     status, out, _ = run_main(capsys, "train", "--corpus", "c.txt", "--out", str(tmp_path / "r"))
     assert status == 0 and strict_load(out) == {"run": "r", "best_val_loss": None, "steps": 3}
 

@@ -12,7 +12,10 @@ from conftest import run_main, shared_data
 from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_after, wait_until_stopped, write_anki
 from tfattn.cli import find_export
 from tfattn.model import ModelConfig
-from tfattn.training.runs import CorpusConfig, Run, RunConfig, load_splits, run_config_of, train_run
+from tfattn.runs.config import CorpusConfig, RunConfig, run_config_of
+from tfattn.runs.corpus import load_splits
+from tfattn.runs.directory import Run
+from tfattn.runs.train import train_run
 from tfattn.training.trainer import TrainConfig
 from tfattn.serving.translator import CONFIG_FILE
 
@@ -163,7 +166,7 @@ def test_resume_keeps_the_runs_epochs_and_time_budget_unless_given(tmp_path):
     config = RunConfig()
     config.train.epochs, config.train.time_budget = 4, 900.0
     run.write_json("config.json", config.to_dict())
-    from tfattn.training.runs import _resumed_config
+    from tfattn.runs.train import _resumed_config
 
     kept = _resumed_config(run, None, None).train
     assert (kept.epochs, kept.time_budget) == (4, 900.0)  # this session gets the run's budget again

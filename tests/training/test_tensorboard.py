@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_main
 from processes import TRAIN_FLAGS, write_anki
-from tfattn.training.rundir import Run
+from tfattn.runs.directory import Run
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 from tensorboard.util import tensor_util  # noqa: E402

@@ -152,8 +152,8 @@ class ScriptedValidator:
 
 @pytest.mark.parametrize("losses, kept", [((2.0, 1.5), "average"), ((2.0, 2.5), "held")])
 def test_the_average_is_kept_only_when_it_validates_better(tmp_path, losses, kept):
-    from tfattn.training.rundir import Run
-    from tfattn.training.runs import _average
+    from tfattn.runs.directory import Run
+    from tfattn.runs.finish import _average
 
     model = tfattn.make_model(tfattn.ModelConfig(embedding_dim=4, units=8), 12, 12)
     tfattn.model.ensure_built(model)

@@ -17,16 +17,15 @@ slices, a loop of its own for one sentence, a cheaper greedy choice, a two-pass 
   rows of logits with an exact two-pass search (`top_k`): TopK costs about the same per element for
   any k > 1 on a CPU, while a max costs a tenth.
 
-`tfattn.decoding.search` calls `decode` when the fast tier is on; tests check that every output
-equals the reference loop's.
+`tfattn.search` calls `decode` (through the door, `tfattn.accel.seq2seq`) when the fast tier is
+on; tests check that every output equals the reference loop's.
 """
 
 import numpy as np
 import tensorflow as tf
 
 from tfattn.accel import branch
-from tfattn.accel import seq2seq as fast
-from tfattn.data.text import END_ID, PAD_ID, START_ID
+from tfattn.ids import END_ID, PAD_ID, START_ID
 from tfattn.decoding.loop import beam_rows, length_limits, parent_rows, source_ids, step_arrays
 from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
 
@@ -63,12 +62,11 @@ def _one_sentence(model, source, strategy, config):
 
 
 def encode_unpadded(model, source):
-    """`model.encode(source)` for a source without padding: the fast tier's encoder then reads no
-    mask and its memory holds none (`Stepping.encode(source, padded=False)`); another model encodes
-    as it does."""
-    if isinstance(model, fast.Stepping):
-        return model.encode(source, padded=False)
-    return model.encode(source)
+    """`model.encode(source)` for a source without padding: a model that has `encode_unpadded` (the
+    fast tier's `Stepping`: its encoder then reads no mask and its memory holds none) encodes so;
+    another model encodes as it does."""
+    unpadded = getattr(model, "encode_unpadded", None)
+    return model.encode(source) if unpadded is None else unpadded(source)
 
 
 def step_function(model):

@@ -36,7 +36,7 @@ After the loop, with S, C the stacked s_{i-1}, c_i:
 import tensorflow as tf
 
 from tfattn.accel import rnn
-from tfattn.accel.attention import masked_softmax
+from tfattn.layers.attention import masked_softmax
 
 _SAVED = ("s", "z", "r", "n", "gh_n", "hid", "alpha", "c")  # what the Bahdanau backward pass reads, per step
 
@@ -190,7 +190,7 @@ def gru(directions, mask=None):
     Args:
         directions: list of `(gates_x, h0, weights, reverse)`: `gates_x (batch, t, 3 units)` from
             `rnn.project_inputs`, the initial state `h0 (batch, units)`, `weights` from
-            `rnn.cell_weights` (a GRU's), and whether to read the sequence from its end.
+            `adapter.cell_weights` (a GRU's), and whether to read the sequence from its end.
         mask: optional bool `(batch, t)`, `False` on padding. Defaults to none (every step real).
 
     Returns:

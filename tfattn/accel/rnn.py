@@ -8,7 +8,7 @@ below then do the recurrent half, and `run_masked` runs them over padded sequenc
 of a bidirectional encoder in one loop, with fewer graph nodes per step than the Keras layers' loop
 (`docs/performance.md` has the figures). In training, a GRU runs these same steps in
 `tfattn.accel.loops`, with their backward pass written out. On a GPU the encoder and the Luong
-decoder without input feeding run the Keras layers instead, for cuDNN (`tfattn.config.recurrent_path`
+decoder without input feeding run the Keras layers instead, for cuDNN (`tfattn.tier.recurrent_path`
 decides).
 
     GRU  (Keras layout, reset_after=True; gates z, r, h):
@@ -30,33 +30,6 @@ import tensorflow as tf
 from keras import ops
 
 from tfattn.accel import branch
-
-
-def cell_weights(cell, dtype, split_at=None):
-    """The weights of a built Keras `GRUCell` or `LSTMCell`, cast to `dtype`, read once.
-
-    Args:
-        cell: a built `keras.layers.GRUCell` (with `reset_after=True`) or `LSTMCell`.
-        dtype: the compute dtype.
-        split_at: optional int. Splits the kernel's rows into `kernel` (`[:split_at]`) and
-            `kernel_rest` (`[split_at:]`), for inputs made of two parts.
-
-    Returns:
-        A dict: `kernel`, `kernel_rest` (or None), `input_bias`, `recurrent_kernel`,
-        `recurrent_bias`. An LSTM cell has one bias: it is the `recurrent_bias`, added with the
-        recurrent product inside the step (where `affine` fuses the two), and `input_bias` is None.
-    """
-    kernel = ops.cast(cell.kernel, dtype)  # (input, gates * units)
-    bias = ops.cast(cell.bias, dtype)
-    if cell.bias.shape[0] == 2:  # GRU, reset_after: (2, 3 units), input bias then recurrent bias
-        input_bias, recurrent_bias = bias[0], bias[1]
-    else:  # LSTM
-        input_bias, recurrent_bias = None, bias
-    rest = None
-    if split_at is not None:
-        kernel, rest = kernel[:split_at], kernel[split_at:]
-    return {"kernel": kernel, "kernel_rest": rest, "input_bias": input_bias,
-            "recurrent_kernel": ops.cast(cell.recurrent_kernel, dtype), "recurrent_bias": recurrent_bias}
 
 
 def affine(x, w, b=None):
@@ -127,7 +100,7 @@ def run_masked(kind, directions, mask, training=False, padded=True):
     Args:
         kind: `"gru"` or `"lstm"`.
         directions: list of `(gates_x, weights, reverse)`: `gates_x (batch, t, gates * units)` from
-            `project_inputs`, `weights` from `cell_weights`, and whether to read the sequence from
+            `project_inputs`, `weights` from `adapter.cell_weights`, and whether to read the sequence from
             its end.
         mask: bool `(batch, t)`, `False` on padding. A padding step leaves the state as it was and
             outputs zeros, so the reverse direction starts at each sentence's last real token. In

@@ -1,63 +1,85 @@
-"""The fast tier's entry points for a whole `Seq2Seq` model, one per reference-tier call:
+"""The fast tier's door: what the rest of the package calls, one name per reference-tier call, and the
+one decision of which tier runs a model.
 
+    choose(accel, model, precision)               which tier runs `model` (asked once per entry point)
     forward(model, source, target_in, training)   model((source, target_in), training)
     encode(model, source)                         model.encode(source)
-    stepper(model.decoder)                        model.decoder.step
-    losses.masked_loss                            tfattn.model.masked_loss
-    optimizer.FusedAdam                           keras.optimizers.Adam
+    Stepping(model)                               the model as a decoding loop sees it (encode, step)
+    decode(model, source, strategy, config)       tfattn.decoding.loop.dynamic_decode
+    decoding_weights(decoder, token_tables)       what a decoder step reads, made ahead (an export's)
+    masked_loss, masked_accuracy                  tfattn.core.masked_loss, masked_accuracy
+    FusedAdam                                     keras.optimizers.Adam
 
-`tfattn.training`, `tfattn.decoding` and `tfattn.serving` call these when `accel=True` (their
-default) and the reference calls otherwise.
+The training step (`tfattn.training.step`), the decoding entry (`tfattn.search`) and the
+`Translator` (`tfattn.serving`) call these when the fast tier runs, and the reference calls
+otherwise. The fast tier reads the layers through `tfattn.accel.adapter` only.
 """
 
+from tfattn import tier
+from tfattn.accel import adapter
 from tfattn.accel import attention as fast_attention
 from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import encoder as fast_encoder
-from tfattn.layers.decoder import Decoder
-from tfattn.layers.encoder import Encoder
-from tfattn.model import Seq2Seq
+from tfattn.accel.decoder import decoding_weights  # noqa: F401 (the door's)
+from tfattn.accel.decoding import decode  # noqa: F401 (the door's)
+from tfattn.accel.losses import masked_accuracy, masked_loss  # noqa: F401 (the door's)
+from tfattn.accel.optimizer import FusedAdam  # noqa: F401 (the door's)
+
+# The precisions the fast tier is tested in, equal to the reference tier's.
+PRECISIONS = ("float32",)
+
+
+def choose(accel, model, precision="float32"):
+    """Which tier runs `model`: the one decision, made once at each entry point and handed down.
+
+    The fast tier runs when the switch says so (`accel`, `None` following `tfattn.tier`), it has
+    code for the model's parts (`adapter.covers`: an RNN `Encoder` and an attention `Decoder`) and
+    for the precision (`PRECISIONS`). The Transformer and the no-attention baseline, and mixed
+    precisions, run the reference tier whatever the switch says. A model without an `encoder`
+    (anything with `encode` and `decoder.step`, which only a decoding loop sees) runs the fast
+    tier's loop with its own steps.
+
+    Args:
+        accel: bool or None.
+        model: the model, or None to ask only the switch.
+        precision: str, the model's Keras dtype policy name. Defaults to `"float32"`.
+
+    Returns:
+        bool: `True` for the fast tier.
+    """
+    if not tier.resolve(accel) or precision not in PRECISIONS:
+        return False
+    encoder, decoder = adapter.model_parts(model)
+    if model is None or encoder is None:
+        return True
+    return adapter.covers(encoder, decoder)
 
 
 def forward(model, source, target_in, training=False):
     """`model((source, target_in), training)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`."""
-    outputs, state, mask = fast_encoder.encode(model.encoder, source, training)
-    return fast_decoder.teacher_forced(model.decoder, target_in, outputs, state, mask, training)
+    encoder, decoder = adapter.model_parts(model)
+    outputs, state, mask = fast_encoder.encode(encoder, source, training)
+    return fast_decoder.teacher_forced(decoder, target_in, outputs, state, mask, training)
 
 
 def encode(model, source, padded=True):
     """`model.encode(source)`: `(memory, state)` for a decoding loop. `padded=False` says the source
     has no padding (one sentence with its padding cut): the encoder then reads no mask, and the
     memory holds none for the attention to apply."""
-    outputs, state, mask = fast_encoder.encode(model.encoder, source, padded=padded)
-    memory = fast_attention.prepare_memory(model.decoder, outputs, mask if padded else None)
-    return memory, model.decoder.initial_state(state)
-
-
-stepper = fast_decoder.stepper
-
-
-def supports(model):
-    """Whether the fast tier has code for every part of `model`.
-
-    It has for a `Seq2Seq` of an RNN `Encoder` and a `Decoder`, with any attention layer (those it
-    has no written-out code for, such as local, hard or multi-head attention, are called as the
-    layers themselves), and for any other model with `encode` and `decoder.step`, which only its
-    decoding loop sees. A `Seq2Seq` with another encoder or decoder (the Transformer, the
-    no-attention baseline) runs the reference tier: `tfattn.config.resolve_accel(accel, model)`
-    asks this.
-    """
-    if not isinstance(model, Seq2Seq):
-        return True
-    return isinstance(model.encoder, Encoder) and isinstance(model.decoder, Decoder)
+    encoder, decoder = adapter.model_parts(model)
+    outputs, state, mask = fast_encoder.encode(encoder, source, padded=padded)
+    view = adapter.decoder_view(decoder)
+    memory = fast_attention.prepare_memory(view.attention_layer, outputs, mask if padded else None)
+    return memory, view.initial_state(state)
 
 
 class Stepping:
-    """A model whose decoding loops run the fast tier: `encode` and `decoder.stepper()`.
+    """A model whose decoding loops run the fast tier: `encode`, `encode_unpadded` and `decoder.stepper()`.
 
     Args:
         model: a `Seq2Seq` model.
-        weights: optional function returning `tfattn.accel.decoder.decoding_weights` made ahead (an export's
-            stored weights, with token tables); defaults to reading them at each call.
+        weights: optional function returning `decoding_weights` made ahead (an export's stored weights,
+            with token tables); defaults to reading them at each call.
     """
 
     def __init__(self, model, weights=None):
@@ -65,13 +87,18 @@ class Stepping:
 
     @property
     def vocab_size(self):
-        return self.model.decoder.vocab_size
+        return adapter.decoder_view(adapter.model_parts(self.model)[1]).vocab_size
 
     def encode(self, source, padded=True):
         return encode(self.model, source, padded)
 
+    def encode_unpadded(self, source):
+        """`encode` of a source without padding: the encoder reads no mask and the memory holds none."""
+        return encode(self.model, source, padded=False)
+
     def stepper(self):
-        return stepper(self.model.decoder, None if self.weights is None else self.weights())
+        decoder = adapter.model_parts(self.model)[1]
+        return fast_decoder.stepper(decoder, None if self.weights is None else self.weights())
 
     @property
     def step(self):

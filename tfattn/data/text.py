@@ -22,9 +22,8 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-PAD, UNK, START, END = "", "[UNK]", "[START]", "[END]"
-RESERVED = (PAD, UNK, START, END)
-PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
+from tfattn.ids import END, END_ID, PAD, PAD_ID, RESERVED, START, START_ID, UNK, UNK_ID  # noqa: F401 (public here too)
+
 LEVELS = ("char", "word", "wordpiece")
 SUFFIX = "##"  # marks a WordPiece that continues a word: "cats" -> ["cat", "##s"]
 PAD_LINE = "[PAD]"  # the padding token in a vocabulary file, where an empty line is not allowed

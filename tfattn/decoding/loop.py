@@ -19,7 +19,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from tfattn.data.text import START_ID
+from tfattn.ids import START_ID
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ import copy
 import numpy as np
 import tensorflow as tf
 
-from tfattn.data.text import END_ID, PAD_ID, START_ID
+from tfattn.ids import END_ID, PAD_ID, START_ID
 
 MAX_BEAM_WIDTH = 64
 COVERAGE_FLOOR = 1e-10  # a source position never attended adds beta * log(1e-10), not -inf

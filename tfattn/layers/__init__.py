@@ -1,7 +1,9 @@
 """The Keras layers: attention, `Encoder` and `Decoder`, `AttentionCell`, multi-head attention, positions
 and the Transformer. Pure Keras; they know nothing of text or training."""
 
-from tfattn.layers.attention import BahdanauAttention, LuongAttention, ScoredAttention
+from tfattn.layers.attention import ScoredAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.cell import AttentionCell
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder

@@ -20,7 +20,9 @@ import warnings
 import keras
 from keras import ops
 
-from tfattn.layers.attention import BahdanauAttention, LuongAttention, ScoredAttention
+from tfattn.layers.attention import ScoredAttention
+from tfattn.layers.bahdanau import BahdanauAttention
+from tfattn.layers.luong import LuongAttention
 from tfattn.layers.checks import ShapeChecker, positive_int, rate
 from tfattn.layers.encoder import make_rnn, state_dict
 

@@ -4,8 +4,7 @@ import keras
 from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int, rate
-
-RNNS = ("gru", "lstm")
+from tfattn.layers.options import RNNS
 
 
 def make_rnn(kind, units, **kwargs):

@@ -24,7 +24,7 @@ import math
 import keras
 from keras import ops
 
-from tfattn.layers.attention import ScoredAttention, _shapes, large_negative
+from tfattn.layers.attention import ScoredAttention, build_shapes, large_negative
 from tfattn.layers.checks import positive_int
 from tfattn.layers.positions import RelativePositions, default_positions
 
@@ -129,7 +129,7 @@ class MultiHeadAttention(ScoredAttention):
         return size // self.heads
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        query_shape, value_shape, key_shape = _shapes(query_shape, value_shape, key_shape)
+        query_shape, value_shape, key_shape = build_shapes(query_shape, value_shape, key_shape)
         dq, dv = query_shape[-1], value_shape[-1]
         dk = (value_shape if key_shape is None else key_shape)[-1]
         kd, vd = self.head_size("key", dq, self.key_dim), self.head_size("value", dv, self.value_dim)

@@ -17,8 +17,7 @@ import keras
 from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int
-
-POSITIONS = ("sinusoidal", "learned", "relative", "none")
+from tfattn.layers.options import POSITIONS
 
 
 def default_positions(inputs):

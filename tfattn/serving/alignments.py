@@ -23,7 +23,7 @@ pieces at the wordpiece level. Ties go to the lower source index.
 import numpy as np
 import tensorflow as tf
 
-from tfattn.data.text import END, PAD, UNK
+from tfattn.ids import END, PAD, UNK
 
 
 def alignment_pairs(attention, source_length, target_length):

@@ -62,12 +62,11 @@ import tensorflow as tf
 from google.protobuf import message
 
 from tfattn import files
-from tfattn.accel import decoder as fast_decoder
 from tfattn.accel import seq2seq as fast
-from tfattn.config import resolve_accel
-from tfattn.decoding.search import DecodeConfig, beam_search, greedy
-from tfattn.model import ensure_built
-from tfattn.data.text import START_ID, Tokenizer
+from tfattn.core import ensure_built
+from tfattn.data.text import Tokenizer
+from tfattn.ids import START_ID
+from tfattn.search import BeamSearch, DecodeConfig, Greedy, decode
 from tfattn.serving.alignments import replace_unknown as replace_unknown_tokens
 from tfattn.serving.core_text import CoreTokenizer
 
@@ -93,9 +92,10 @@ class Translator(tf.Module):
             the target tokenizer's `max_length`.
         config: optional JSON-serializable dict saved with the export (`tfattn_config.json`).
         accel: bool or None. Decode by the fast tier (`tfattn.accel`); the translations are the same
-            within float32 rounding. Defaults to `None`: `tfattn.config.accel_enabled()`.
+            within float32 rounding. Defaults to `None`: `tfattn.tier.accel_enabled()`; chosen once,
+            here (`tfattn.accel.seq2seq.choose`).
         stored_weights: bool. With `accel`, keep a copy of what the decoder's step reads, made ahead
-            (`tfattn.accel.decoder.decoding_weights` with token tables: what the previous token adds
+            (`tfattn.accel.seq2seq.decoding_weights` with token tables: what the previous token adds
             to a step is looked up, not computed). The translator then holds these and the
             variables of the encoder and the attention layer. It is a snapshot, so `export` sets
             this and a translator of a model that goes on training must not. Defaults to `False`.
@@ -124,12 +124,12 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         self.decode_config = decode_config or DecodeConfig(max_length=target_tokenizer.max_length)
         self.config = dict(config or {})
-        self.accel = accel = resolve_accel(accel, model)
+        self.accel = accel = fast.choose(accel, model, model.dtype_policy.name)
         self.replace_unknown = bool(replace_unknown)
         self.decoding_weights = {}
         variables = model.variables
         if accel and stored_weights:
-            weights = fast_decoder.decoding_weights(model.decoder, token_tables=True)
+            weights = fast.decoding_weights(model.decoder, token_tables=True)
             self.decoding_weights = {k: tf.Variable(v, trainable=False, name=k) for k, v in weights.items()
                                      if v is not None}
             object.__setattr__(self, "absent_weights", tuple(k for k, v in weights.items() if v is None))
@@ -187,7 +187,7 @@ class Translator(tf.Module):
 
     def _greedy(self, text, heads=False):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in), markers included
-        out = greedy(self._decoding_model(), source, self.decode_config, accel=self.accel)
+        out = decode(self._decoding_model(), source, Greedy(), self.decode_config, self.accel)
         text, tokens = self._text_and_tokens(out["ids"], out["attention"], input_tokens)
         result = {
             "text": text,
@@ -206,7 +206,7 @@ class Translator(tf.Module):
             out = self._greedy(text)
             return {"text": out["text"], "input_tokens": out["input_tokens"]}
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in)
-        out = greedy(self._decoding_model(), source, self.decode_config, accel=self.accel)
+        out = decode(self._decoding_model(), source, Greedy(), self.decode_config, self.accel)
         return {"text": self.target_tokenizer.detokenize(out["ids"]), "input_tokens": input_tokens}
 
     def _heads(self, source, ids, length):
@@ -219,8 +219,8 @@ class Translator(tf.Module):
 
     def _beam(self, text, beam_width, length_penalty):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)
-        out = beam_search(self._decoding_model(), source, beam_width, length_penalty, config=self.decode_config,
-                          accel=self.accel)
+        strategy = BeamSearch(beam_width, length_penalty)
+        out = decode(self._decoding_model(), source, strategy, self.decode_config, self.accel)
         ids = out["ids"]  # (batch, n, t_out)
         if self.replace_unknown:
             nbest, tokens = self._nbest_replaced(ids, out["attention"], input_tokens)

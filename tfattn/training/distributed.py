@@ -27,7 +27,7 @@ applies it as it is (`tfattn.accel.private.without_gradient_sum`), so that nothi
 
 The chief (TF_CONFIG's task `chief`, or worker 0 when there is none; the one process of the other
 strategies) alone writes: the run directory, its lock, checkpoints, history and export
-(`tfattn.training.runs`); the other workers train in step with it and write nothing. The chief's
+(`tfattn.runs.train`); the other workers train in step with it and write nothing. The chief's
 clock and its decisions to stop reach every worker after each step (`chief_values`), and its
 state reaches them when training starts (`broadcast_from_chief`): a run the chief resumes from its
 checkpoint goes on on every worker.
@@ -219,7 +219,7 @@ def check_model(model, strategy, precision):
     `strategy.scope()`, and float16 loss scaling."""
     if not strategy.extended.variable_created_in_scope(model.variables[0].value):
         raise ValueError(f"The model's weights were not made in the strategy's scope: make the model inside "
-                         f"`with strategy.scope():`, as tfattn.training.runs.train_run does. Received: "
+                         f"`with strategy.scope():`, as tfattn.runs.train.train_run does. Received: "
                          f"strategy={type(strategy).__name__}")
     if precision == "mixed_float16":
         raise ValueError("mixed_float16 trains with loss scaling, which the distributed step does not do: train "
@@ -234,7 +234,7 @@ def make_distributed_step(strategy, model, optimizer, clip_norm=5.0, accel=False
         strategy: a `tf.distribute.Strategy` whose scope made `model`.
         model: a `Seq2Seq` model. optimizer: from `make_optimizer(..., summed=True)`, made in the scope.
         clip_norm: float or None. The summed gradient is clipped to this global norm.
-        accel: bool. The fast tier's forward pass and loss (`tfattn.training.precision.tier_for`).
+        accel: bool. The fast tier's forward pass and loss (chosen by `tfattn.accel.seq2seq.choose`).
 
     Returns:
         A function returning the global batch's `{"loss", "accuracy", "tokens", "slots", "grad_norm",

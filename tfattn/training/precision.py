@@ -17,8 +17,6 @@ import contextlib
 
 import keras
 
-from tfattn.config import resolve_accel
-
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
@@ -47,27 +45,6 @@ def precision_scope(precision):
         yield
     finally:
         keras.config.set_dtype_policy(before)
-
-
-def tier_for(precision, accel=None, model=None):
-    """Whether the fast tier (`tfattn.accel`) trains under `precision`: the one place that decides.
-
-    The fast tier's written-out recurrent steps, gradients and fused Adam are tested equal to the
-    reference tier in float32 only, so a mixed policy trains with the reference tier (the layers'
-    own calls, autodiff and Keras' Adam), whatever the switch or `accel` say; float32 follows them.
-
-    Args:
-        precision: str. One of `PRECISIONS`, or any Keras dtype policy name (a model's
-            `dtype_policy.name`, as `Seq2Seq.train_step` passes it): all but `"float32"` take the
-            reference tier.
-        accel: bool or None, as everywhere (`None` follows `tfattn.config`).
-        model: optional model: one the fast tier has no code for takes the reference tier
-            (`tfattn.config.resolve_accel`).
-
-    Returns:
-        bool: `True` for the fast tier.
-    """
-    return resolve_accel(accel, model) and precision == "float32"
 
 
 def with_loss_scaling(optimizer, precision):

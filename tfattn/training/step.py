@@ -7,7 +7,10 @@
 With `accel=False` the step is the reference tier: the model's own `call`, `tfattn.core.masked_loss`
 and autodiff. With `accel=True` the forward pass and the loss are those of `tfattn.accel` (written-out
 loops and gradients); the losses and gradients are the same within float32 rounding (a test trains
-20 steps both ways). `accel=None`, the default, follows `tfattn.config`'s switch.
+20 steps both ways). The tier is chosen once where a step is made (`make_train_step`,
+`make_eval_step`, Keras' `fit` through `keras_tier`, the `Trainer`), by
+`tfattn.accel.seq2seq.choose`, and everything below is handed the answer: `train_step_on`,
+`eval_step_on`, `train_update`, `forward_and_loss`.
 
 `train_update` is the step itself, shared by `make_train_step` (tfattn's loop) and
 `tfattn.Seq2Seq.train_step` (Keras' `model.fit`). An update whose loss (or, without loss scaling,
@@ -18,11 +21,9 @@ step's `finite` output is `False` for the loop to count.
 import keras
 import tensorflow as tf
 
-from tfattn.accel import losses as fast_losses
 from tfattn.accel import private
+from tfattn import tier
 from tfattn.accel import seq2seq as fast
-from tfattn.accel.optimizer import FusedAdam
-from tfattn.config import resolve_accel
 from tfattn.core import ensure_built, masked_accuracy, masked_loss
 from tfattn.training import precision as precisions
 from tfattn.training.schedules import learning_rate
@@ -41,7 +42,7 @@ def make_optimizer(config, accel=None, summed=False):
     With `summed`, for the step of `tfattn.training.distributed`, which sums the replicas' gradients
     itself: in a replica, the optimizer applies them as they are, without Keras' sum over replicas."""
     rate = learning_rate(config)
-    kind = FusedAdam if resolve_accel(accel) else keras.optimizers.Adam
+    kind = fast.FusedAdam if tier.resolve(accel) else keras.optimizers.Adam
     adam = (private.without_gradient_sum(kind) if summed else kind)(learning_rate=rate)
     return precisions.with_loss_scaling(adam, getattr(config, "precision", "float32"))
 
@@ -53,13 +54,20 @@ def build(model, optimizer=None):
         optimizer.build(model.trainable_variables)
 
 
-def forward_and_loss(model, source, target, training, accel=None, count=None):
+def keras_tier(model):
+    """The tier Keras' `fit` and `evaluate` train `model` on (`Seq2Seq.train_step`): the switch, the
+    model and its dtype policy, chosen when Keras traces its step (`tfattn.accel.seq2seq.choose`)."""
+    return fast.choose(None, model, model.dtype_policy.name)
+
+
+def forward_and_loss(model, source, target, training, accel, count=None):
     """Teacher-forced logits `(batch, t_out, vocab)` and the masked loss of one batch (divided by
-    `count` tokens if given: a replica's share of the global batch's loss, see `masked_loss`)."""
+    `count` tokens if given: a replica's share of the global batch's loss, see `masked_loss`), on
+    the tier chosen (`accel`, a bool)."""
     target_in, target_out = target[:, :-1], target[:, 1:]  # (batch, t_out) each
-    if resolve_accel(accel, model):
+    if accel:
         logits, _ = fast.forward(model, source, target_in, training=training)
-        return logits, fast_losses.masked_loss(target_out, logits, count)
+        return logits, fast.masked_loss(target_out, logits, count)
     logits, _ = model((source, target_in), training=training)
     return logits, masked_loss(target_out, logits, count)
 
@@ -72,14 +80,21 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=None, jit_compile=Fal
         optimizer: a Keras optimizer (in a `LossScaleOptimizer` for a `"mixed_float16"` model).
         clip_norm: float or None. Gradients are clipped to this global norm (None: not clipped).
         accel: bool or None. Run the fast tier (`tfattn.accel`) rather than the reference.
-            Defaults to `None`: `tfattn.config.accel_enabled()` when the step is made. A model the
-            fast tier has no code for runs the reference tier (`tfattn.config.resolve_accel`).
+            Defaults to `None`: `tfattn.tier.accel_enabled()` when the step is made. A model or a
+            precision the fast tier has no code for runs the reference tier
+            (`tfattn.accel.seq2seq.choose`, asked here once).
         jit_compile: bool. Compile the step with XLA. XLA compiles once per batch shape, so the
             step is traced per shape too (every shape static, as the reference tier's layers need
             under XLA); pad batches to a multiple of a few tokens (`DataConfig.pad_to_multiple`)
             to keep the shapes few.
     """
-    accel = resolve_accel(accel, model)
+    accel = fast.choose(accel, model, ensure_built(model).dtype_policy.name)
+    return train_step_on(model, optimizer, accel, clip_norm, jit_compile)
+
+
+def train_step_on(model, optimizer, accel, clip_norm=5.0, jit_compile=False):
+    """`make_train_step` on a tier chosen already (`accel`, a bool): what the `Trainer` makes, having
+    chosen its tier once."""
     build(model, optimizer)
     signature = None if jit_compile else BATCH_SIGNATURE
 
@@ -91,7 +106,8 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=None, jit_compile=Fal
 
 
 def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
-    """One teacher-forced update of `model` on a batch (call it inside a `tf.function`).
+    """One teacher-forced update of `model` on a batch (call it inside a `tf.function`), on the tier
+    chosen (`accel`, a bool).
 
     1. The forward pass and the float32 loss, recorded (the loss scaled by a `LossScaleOptimizer`);
     2. the gradients, unscaled in the norm and clipped to `clip_norm`; 3. the update, skipped when
@@ -143,8 +159,13 @@ def clip_and_check(optimizer, loss, grads, clip_norm):
 
 
 def make_eval_step(model, accel=None):
-    """Returns `eval_step(source, target) -> {"loss", "accuracy", "tokens"}` (teacher-forced, no update)."""
-    accel = resolve_accel(accel, model)
+    """Returns `eval_step(source, target) -> {"loss", "accuracy", "tokens"}` (teacher-forced, no update),
+    on the tier `tfattn.accel.seq2seq.choose` gives for `accel` and the model (as `make_train_step`)."""
+    return eval_step_on(model, fast.choose(accel, model, ensure_built(model).dtype_policy.name))
+
+
+def eval_step_on(model, accel):
+    """`make_eval_step` on a tier chosen already (`accel`, a bool)."""
     build(model)
 
     @tf.function(input_signature=BATCH_SIGNATURE)
@@ -158,6 +179,6 @@ def make_eval_step(model, accel=None):
 def metrics(target, logits, loss, accel, count=None, **extra):
     """`{"loss", "accuracy", "tokens", **extra}` of a batch (accuracy divided by `count` if given)."""
     target_out = target[:, 1:]
-    accuracy = (fast_losses.masked_accuracy if accel else masked_accuracy)(target_out, logits, count)
+    accuracy = (fast.masked_accuracy if accel else masked_accuracy)(target_out, logits, count)
     return {"loss": loss, "accuracy": accuracy,
             "tokens": tf.math.count_nonzero(target_out, dtype=tf.int32), **extra}

@@ -10,11 +10,13 @@ import time
 import keras
 import tensorflow as tf
 
-from tfattn.model import ensure_built
+from tfattn.accel import seq2seq as fast
+from tfattn.core import ensure_built
 from tfattn.training import distributed
-from tfattn.training.precision import check_precision, tier_for
+from tfattn.training.precision import check_precision
 from tfattn.training.schedules import SCHEDULES
-from tfattn.training.step import make_eval_step, make_optimizer, make_train_step  # noqa: F401 (public here too)
+from tfattn.training.step import eval_step_on, make_optimizer, train_step_on
+from tfattn.training.step import make_eval_step, make_train_step  # noqa: F401 (public here too)
 
 @dataclasses.dataclass
 class TrainConfig:
@@ -34,7 +36,7 @@ class TrainConfig:
         seed: random seed for weights and dropout.
         accel: run the fast tier (`tfattn.accel`): written-out loops and gradients, fused Adam. With
             `False`, the reference tier (the layers' own calls, autodiff, Keras's Adam). `None`
-            follows `tfattn.config`'s switch; a `Trainer` sets it to what that was when it started.
+            follows `tfattn.tier`'s switch; a `Trainer` sets it to what that was when it started.
         log_every: steps between reads of loss and accuracy back from the device for the progress
             line and `fit`'s `on_log` (TensorBoard); the sums are kept on the device, and each read
             waits for the steps before it.
@@ -45,7 +47,7 @@ class TrainConfig:
             them), `"constant"` or `"inverse_sqrt"` (`tfattn.training.schedules`).
         precision: `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`: the Keras dtype policy the
             model was made under (`tfattn.training.precision`); mixed policies train on the
-            reference tier (`precision.tier_for`), float16 with loss scaling.
+            reference tier (`tfattn.accel.seq2seq.choose`), float16 with loss scaling.
         max_nonfinite: a step whose loss is not finite is skipped (no update) and counted; this many
             in a row stop the run (`DivergedError`), checked every `log_every` steps and at each
             epoch's end.
@@ -210,7 +212,7 @@ class Trainer:
         if self.strategy is not None:
             distributed.check_model(model, self.strategy, config.precision)
         _check_policy(model, config.precision)
-        accel = tier_for(config.precision, config.accel, model)
+        accel = fast.choose(config.accel, model, config.precision)  # the run's tier, chosen once
         self.config = dataclasses.replace(config, accel=accel)  # fixed for the run
         keras.utils.set_random_seed(self.config.seed)
         if self.config.deterministic:
@@ -236,7 +238,7 @@ class Trainer:
         accel, clip_norm = self.config.accel, self.config.clip_norm
         if self.strategy is None:
             self.optimizer = make_optimizer(self.config, accel)
-            self.train_step = make_train_step(self.model, self.optimizer, clip_norm, accel, self.config.jit_compile)
+            self.train_step = train_step_on(self.model, self.optimizer, accel, clip_norm, self.config.jit_compile)
         elif self.config.jit_compile:
             raise ValueError("jit_compile (--jit-compile) trains on one device: it does not combine with a "
                              f"tf.distribute strategy. Received: strategy={type(self.strategy).__name__}")
@@ -245,7 +247,7 @@ class Trainer:
                 self.optimizer = make_optimizer(self.config, accel, summed=True)
             self.train_step = distributed.make_distributed_step(self.strategy, self.model, self.optimizer,
                                                                 clip_norm, accel)
-        self.eval_step = make_eval_step(self.model, accel)
+        self.eval_step = eval_step_on(self.model, accel)
         self._chief = distributed.chief_values(self.strategy)  # the chief's clock and decisions
         self._chief_seconds = 0.0  # the chief's seconds of this `fit`, as the last step brought them
 
@@ -432,7 +434,7 @@ class Trainer:
         """Adds the steps trained since the last call to `position`, `epoch_sums`, the interval sums
         and the counts of skipped steps. Their outputs are read back from the device here, in one
         read, once every `config.log_every` steps. Call it before reading those
-        variables, or saving them, in the middle of an epoch (`tfattn.training.runs` does before
+        variables, or saving them, in the middle of an epoch (`tfattn.runs.train` does before
         each checkpoint)."""
         if not self._pending:
             return

@@ -7,7 +7,7 @@ decoding, whatever the split's size. The sample is the same at every validation 
 pairs of the split), so the scores of two validations compare.
 
 What the run does with the scores (the best checkpoint, early stopping, checkpoint averaging) is
-in `tfattn.training.runs`; `ValidationConfig` holds its settings.
+in `tfattn.runs`; `ValidationConfig` holds its settings.
 """
 
 import dataclasses
@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 
 from tfattn import evaluate
-from tfattn.decoding.search import greedy
+from tfattn.search import Greedy, decode
 from tfattn.training.trainer import evaluate_loss
 
 BEST_BY = ("loss", "bleu")
@@ -106,7 +106,7 @@ class Validator:
 
     def _greedy(self, text, decode_config, accel):
         input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in)
-        out = greedy(self.model, source, decode_config, accel=accel)
+        out = decode(self.model, source, Greedy(), decode_config, accel)
         return {"text": self.target_tokenizer.detokenize(out["ids"]), "attention": out["attention"],
                 "input_tokens": input_tokens, "output_tokens": self.target_tokenizer.ids_to_tokens(out["ids"])}
 

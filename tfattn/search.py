@@ -1,18 +1,19 @@
-"""Greedy search, sampling and beam search of a batch, inside or outside `tf.function`.
+"""Greedy search, sampling and beam search of a batch, inside or outside `tf.function`: the decoding
+entry, where the tier is chosen.
 
 Each is the one loop of `tfattn.decoding.loop` with a strategy of `tfattn.decoding.strategies`.
-With the fast tier (`accel`, by default `tfattn.config`'s switch) the model encodes and steps by
-`tfattn.accel`, and `tfattn.accel.decoding.decode` runs its own loop: finished sentences leave the
-batch, large batches decode in row slices, and one sentence has a loop of its own. The outputs are
-the same on both tiers within float32 rounding.
+`greedy`, `sample` and `beam_search` choose the tier once (`tfattn.accel.seq2seq.choose`: the
+switch, `accel`, then what the fast tier covers) and hand the answer to `decode`. With the fast tier
+the model encodes and steps by `tfattn.accel`, whose loop lets finished sentences leave the batch,
+decodes large batches in row slices and gives one sentence a loop of its own; with the reference
+tier the model's own layers run in `dynamic_decode`. The outputs are the same on both tiers within
+float32 rounding.
 """
 
-from tfattn.accel import decoding as fast_decoding
 from tfattn.accel import seq2seq as fast
-from tfattn.config import resolve_accel
+from tfattn.core import ensure_built
 from tfattn.decoding.loop import DecodeConfig, dynamic_decode
-from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling
-from tfattn.model import Seq2Seq, ensure_built
+from tfattn.decoding.strategies import BeamSearch, Greedy, Sampling  # noqa: F401 (for `decode`'s callers)
 
 
 def greedy(model, source, config=None, accel=None):
@@ -23,14 +24,15 @@ def greedy(model, source, config=None, accel=None):
         source: int32 `(batch, t_in)`, right-padded with 0, with `[START]`/`[END]` markers.
         config: `DecodeConfig`; defaults to `DecodeConfig()`.
         accel: bool or None. The fast tier (`tfattn.accel`); the same outputs within float32
-            rounding. Defaults to `None`: `tfattn.config.accel_enabled()`.
+            rounding. Defaults to `None`: `tfattn.tier.accel_enabled()`. A model the fast tier has
+            no code for runs the reference tier (`tfattn.accel.seq2seq.choose`).
 
     Returns:
         A dict: `ids` int32 `(batch, t_out)` without `[START]`, `[END]` included, 0 after it;
         `attention` float32 `(batch, t_out, t_in)`, zero rows after `[END]`; `length` int32
         `(batch,)`, the number of output tokens, `[END]` included.
     """
-    return _decode(model, source, Greedy(), config or DecodeConfig(), accel)
+    return decode(model, source, Greedy(), config or DecodeConfig(), fast.choose(accel, model))
 
 
 def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=None):
@@ -59,7 +61,7 @@ def sample(model, source, temperature=1.0, top_k=0, seed=0, config=None, accel=N
             while tracing (a tensor fed at run time is checked by the graph instead).
     """
     strategy = Sampling(temperature, top_k, seed)
-    return dynamic_decode(_tier(model, resolve_accel(accel, model)), source, strategy, config or DecodeConfig())
+    return dynamic_decode(_tier(model, fast.choose(accel, model)), source, strategy, config or DecodeConfig())
 
 
 def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalty=0.0, n_best=None,
@@ -92,21 +94,29 @@ def beam_search(model, source, beam_width=4, length_penalty=0.6, coverage_penalt
     section 7, eq. 14.
     """
     strategy = BeamSearch(beam_width, length_penalty, coverage_penalty, n_best)
-    return _decode(model, source, strategy, config or DecodeConfig(), accel)
+    return decode(model, source, strategy, config or DecodeConfig(), fast.choose(accel, model))
 
 
-def _decode(model, source, strategy, config, accel):
-    """`dynamic_decode` of the reference tier, or `tfattn.accel.decoding.decode` of the fast tier."""
-    accel = resolve_accel(accel, model)
+def decode(model, source, strategy, config, accel):
+    """Decodes `source` with `strategy` on the tier chosen already (`accel`, a bool from
+    `tfattn.accel.seq2seq.choose`): `dynamic_decode` of the reference tier, or the fast tier's
+    `decode`. For callers that chose the tier once for many calls (the `Translator`, validation).
+
+    Args:
+        model: a `Seq2Seq` model, or anything `tfattn.decoding.loop.dynamic_decode` takes.
+        source: int32 `(batch, t_in)`. strategy: a strategy of `tfattn.decoding.strategies`.
+        config: `DecodeConfig`. accel: bool.
+    """
     model = _tier(model, accel)
     if not accel:
         return dynamic_decode(model, source, strategy, config)
-    return fast_decoding.decode(model, source, strategy, config)
+    return fast.decode(model, source, strategy, config)
 
 
 def _tier(model, accel):
-    """`model`, built, or with `accel` a `Seq2Seq` model's fast tier (`tfattn.accel.seq2seq.Stepping`)."""
-    if not isinstance(model, Seq2Seq):
+    """`model`, built, or with `accel` a `Seq2Seq` model's fast tier (`tfattn.accel.seq2seq.Stepping`).
+    A model without an `encoder` (anything with `encode` and `decoder.step`) decodes as it is."""
+    if getattr(model, "encoder", None) is None:
         return model
     ensure_built(model)  # a model never called has no weights yet
     return fast.Stepping(model) if accel else model

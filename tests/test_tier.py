@@ -1,4 +1,4 @@
-"""The tier switch: `accel=None` everywhere follows `tfattn.config`; True or False wins over it."""
+"""The tier switch: `accel=None` everywhere follows `tfattn.tier`; True or False wins over it."""
 
 import os
 import subprocess
@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import tfattn
-from tfattn import config
-from tfattn.accel import decoding as fast_decoding
+from tfattn import tier
 from tfattn.accel import seq2seq as fast
 from tfattn.data.text import END_ID, START_ID
 
@@ -24,27 +23,27 @@ SOURCE = np.array([[START_ID, 5, 6, END_ID]], "int32")
 
 
 def test_the_fast_tier_is_the_default_and_the_scope_restores_the_switch():
-    assert config.accel_enabled()
+    assert tier.accel_enabled()
     with pytest.raises(RuntimeError):
-        with config.accel_scope(False):
-            assert not config.accel_enabled() and config.resolve_accel(None) is False
-            assert config.resolve_accel(True) is True  # an explicit choice wins
+        with tier.accel_scope(False):
+            assert not tier.accel_enabled() and tier.resolve(None) is False
+            assert tier.resolve(True) is True  # an explicit choice wins
             raise RuntimeError("the switch is restored on the way out")
-    assert config.accel_enabled()
+    assert tier.accel_enabled()
 
 
 @pytest.mark.parametrize("value", [1, "yes", 0.0])
 def test_only_booleans_set_the_switch(value):
     with pytest.raises(ValueError, match=f"Received: enabled={value!r}"):
-        config.set_accel(value)
+        tier.set_accel(value)
     with pytest.raises(ValueError, match=f"Received: accel={value!r}"):
-        config.resolve_accel(value)
+        tier.resolve(value)
 
 
 @pytest.mark.parametrize("setting, expected", [("0", "False"), ("off", "False"), ("1", "True")])
 def test_the_environment_variable_sets_the_default(setting, expected):
     env = {**os.environ, "TFATTN_ACCEL": setting}
-    code = "import tfattn.config as c; print(c.accel_enabled())"
+    code = "import tfattn.tier as t; print(t.accel_enabled())"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert result.stdout.split()[-1] == expected, result.stderr
 
@@ -63,12 +62,12 @@ def spy(monkeypatch, module, name):
 
 @pytest.mark.parametrize("enabled, expected_calls", [(True, 1), (False, 0)])
 def test_decoding_follows_the_switch(tiny_model, monkeypatch, enabled, expected_calls):
-    calls = spy(monkeypatch, fast_decoding, "decode")
-    with config.accel_scope(enabled):
+    calls = spy(monkeypatch, fast, "decode")  # the fast tier's door
+    with tier.accel_scope(enabled):
         greedy_ids = tfattn.greedy(tiny_model, SOURCE)["ids"]
         tfattn.beam_search(tiny_model, SOURCE, beam_width=2)
     assert len(calls) == 2 * expected_calls
-    with config.accel_scope(not enabled):  # an explicit accel= wins over the switch
+    with tier.accel_scope(not enabled):  # an explicit accel= wins over the switch
         np.testing.assert_array_equal(tfattn.greedy(tiny_model, SOURCE, accel=enabled)["ids"], greedy_ids)
     assert len(calls) == 3 * expected_calls
 
@@ -76,7 +75,7 @@ def test_decoding_follows_the_switch(tiny_model, monkeypatch, enabled, expected_
 @pytest.mark.parametrize("enabled", [True, False])
 def test_training_follows_the_switch_and_the_trainer_records_the_choice(tiny_model, monkeypatch, enabled):
     calls = spy(monkeypatch, fast, "forward")
-    with config.accel_scope(enabled):
+    with tier.accel_scope(enabled):
         trainer = tfattn.Trainer(tiny_model, tfattn.TrainConfig(epochs=1), quiet=True)
         step = tfattn.make_train_step(tiny_model, tfattn.training.step.make_optimizer(tfattn.TrainConfig()))
     target = np.array([[START_ID, 7, 8, END_ID]], "int32")
@@ -87,6 +86,22 @@ def test_training_follows_the_switch_and_the_trainer_records_the_choice(tiny_mod
 
 def test_a_translator_fixes_the_tier_when_it_is_made(tiny_model):
     tokenizer = tfattn.Tokenizer.adapt(["a b c"], level="word", max_length=8)
-    with config.accel_scope(False):
+    with tier.accel_scope(False):
         translator = tfattn.Translator(tiny_model, tokenizer, tokenizer)
     assert translator.accel is False
+
+
+def test_each_entry_point_chooses_the_tier_once(tiny_model, monkeypatch):
+    """The tier is chosen where a user enters (the Trainer, the Translator, greedy) and handed down:
+    training steps, validation and translations do not choose it again."""
+    calls = spy(monkeypatch, fast, "choose")
+    trainer = tfattn.Trainer(tiny_model, tfattn.TrainConfig(epochs=1), quiet=True)
+    target = np.array([[START_ID, 7, 8, END_ID]], "int32")
+    trainer.train_step(SOURCE, target), trainer.eval_step(SOURCE, target)  # traced here
+    assert calls == ["choose"]
+    tokenizer = tfattn.Tokenizer.adapt(["a b c"], level="word", max_length=8)
+    translator = tfattn.Translator(tiny_model, tokenizer, tokenizer)
+    translator(["a b"]), translator(["c"]), translator.beam(["a"], beam_width=2)
+    assert calls == ["choose"] * 2
+    tfattn.greedy(tiny_model, SOURCE)
+    assert calls == ["choose"] * 3

@@ -6,12 +6,17 @@ this switch". Both tiers compute the same numbers within float32 rounding (tests
 default is the fast tier, as Keras runs its fused attention where it can; switch it off to step
 through `tfattn/layers/` in a debugger, or to read what runs:
 
-    tfattn.config.set_accel(False)         # from now on, the reference tier
-    with tfattn.config.accel_scope(False): # only inside the block
+    tfattn.tier.set_accel(False)         # from now on, the reference tier
+    with tfattn.tier.accel_scope(False): # only inside the block
         tfattn.fit(model, data, config)
 
 The environment variable `TFATTN_ACCEL=0` (or `false`, `no`, `off`) starts a process with it off.
 The choice is read when a step, a decoding function or an export is made (traced), not at every call.
+
+This module is a leaf: it says what the switch is, not what the fast tier covers. Which tier runs a
+given model is decided once, at each entry point (the `Trainer`, Keras' `fit`, the `Translator`,
+the decoding functions of `tfattn.search`), by `tfattn.accel.seq2seq.choose`, which asks this switch
+and then what the fast tier has code for; everything below an entry point is handed the answer.
 
 On a GPU the fast tier's written-out recurrent loops give way to cuDNN: `recurrent_path` says what
 runs the recurrent layers on this machine, and is what the fast tier asks (`docs/tiers.md`).
@@ -48,22 +53,12 @@ def accel_scope(enabled):
         set_accel(before)
 
 
-def resolve_accel(accel, model=None):
-    """`accel` as a bool: `None` follows the switch; `True` or `False` wins over it.
-
-    With a `model`, the fast tier is chosen only if it has code for every part of that model
-    (`tfattn.accel.seq2seq.supports`): the Transformer, the no-attention baseline and the local and
-    hard attentions run the reference tier whatever the switch says. This is the one place that
-    decides which tier runs.
-    """
+def resolve(accel):
+    """`accel` as a bool: `None` follows the switch; `True` or `False` wins over it."""
     if accel is None:
-        accel = accel_enabled()
+        return accel_enabled()
     if not isinstance(accel, bool):
-        raise ValueError(f"accel must be True, False or None (follow tfattn.config). Received: accel={accel!r}")
-    if accel and model is not None:
-        from tfattn.accel.seq2seq import supports  # imported here: the switch itself needs no TensorFlow
-
-        return supports(model)
+        raise ValueError(f"accel must be True, False or None (follow tfattn.tier). Received: accel={accel!r}")
     return accel
 
 
@@ -95,4 +90,4 @@ def recurrent_path(accel=None):
     """
     if gpu_visible():
         return "cudnn"
-    return "loops" if resolve_accel(accel) else "keras"
+    return "loops" if resolve(accel) else "keras"

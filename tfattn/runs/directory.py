@@ -217,6 +217,16 @@ def newest_readable(paths, echo=print):
     return None
 
 
+def checkpoint_present(path):
+    """Whether the checkpoint `path` (`.../ckpt-N`) still has its index and data files."""
+    return os.path.exists(path + ".index") and bool(glob.glob(glob.escape(path) + ".data-*"))
+
+
+def step_of(path):
+    """The step a checkpoint path names: `"1200"` for `.../ckpt-1200`."""
+    return os.path.basename(path).removeprefix("ckpt-")
+
+
 class _Lock:
     """An exclusive `flock` on a file that records its holder."""
 
