@@ -76,6 +76,8 @@ BEFORE_ABSL_INIT = re.compile(r"WARNING: All log messages before absl::Initializ
 # written through absl, which TensorFlow 2.20 (Colab's) starts without reading TF_CPP_MIN_LOG_LEVEL, so no
 # setting silences them there; 2.21 honours the level. They are not start-up lines, and are let through.
 GRAPPLER_WARNING = re.compile(r"^W\d{4} [\d:.]+ +\d+ (?:op_level_cost_estimator|loop_optimizer)\.cc:\d+\] ")
+# A Colab form field: `NAME = 600  # @param {type:"integer"}`, `SIZE = "small"  # @param ["small", "full"]`.
+FORM_FIELD = re.compile(r'[A-Z][A-Z0-9_]* = ("[^"]*"|True|False|-?[0-9.]+)  # @param (\{type:"[a-z]+"\}|\[.*\])')
 REQUIREMENT_LINE = re.compile(r'^REQUIREMENT = "tfattn(\[[a-z,]+\])?"  # .*$', re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SOLUTION = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.DOTALL)
@@ -184,17 +186,42 @@ def test_the_pattern_badge_install_cell_setup_cell(path):
     badge = colab_url(path)
     assert notebook.cells[0].cell_type == "markdown" and badge in notebook.cells[0].source, (
         f"{path.name}: the first cell should open with the Open-in-Colab badge, a link to {badge}")
-    first, second = code_cells(notebook)[:2]
+    cells = code_cells(notebook)
+    first = cells[0]
     template = code_cells(load(NOTEBOOKS[0]))[0].source
     assert REQUIREMENT_LINE.search(first.source), f"{path.name}: the install cell has no REQUIREMENT line"
     assert f'REPOSITORY = "{REPOSITORY}"  #' in template and '"git+{REPOSITORY}"' in template, (
         f"the install cell should install from {REPOSITORY} (pyproject.toml's Repository) by default")
     assert REQUIREMENT_LINE.sub("", first.source) == REQUIREMENT_LINE.sub("", template), (
         f"{path.name}: the install cell differs from {NOTEBOOKS[0].name}'s beyond its REQUIREMENT line")
-    reading = [i for i, cell in enumerate(code_cells(notebook)) if QUICK_SWITCH in cell.source]
-    assert reading in ([], [1]), f"{path.name}: {QUICK_SWITCH} is read in code cells {reading}, not the setup cell (1)"
-    assert 'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")' in second.source, (
+    form = parameter_cell(notebook)
+    setup = 2 if form else 1  # the setup cell's index among the code cells
+    reading = [i for i, cell in enumerate(cells) if QUICK_SWITCH in cell.source]
+    assert reading in ([], [setup]), f"{path.name}: {QUICK_SWITCH} is read in code cells {reading}, not the setup cell ({setup})"
+    assert 'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")' in cells[setup].source, (
         f"{path.name}: the setup cell should set TF_CPP_MIN_LOG_LEVEL before TensorFlow loads")
+    # A notebook that trains (its setup reads the quick switch to shrink the training) shows its sizes as a form.
+    assert form is not None or not reading, (
+        f"{path.name} trains: its second code cell should be a parameter cell, Colab form fields of its sizes")
+
+
+def parameter_cell(notebook):
+    """The code cell after the install cell when it holds Colab form fields (`# @param`), else None."""
+    cells = code_cells(notebook)
+    return cells[1] if len(cells) > 2 and "# @param" in cells[1].source else None
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if parameter_cell(load(p))], ids=lambda p: p.name)
+def test_a_parameter_cell_is_a_form_of_literals_and_nothing_else(path):
+    cell = parameter_cell(load(path))
+    title, *fields = cell.source.splitlines()
+    assert title.startswith("#@title ") and cell.metadata.get("cellView") == "form", (
+        f"{path.name}: the parameter cell should open with a #@title and show as a form (cellView: form)")
+    assert fields and all(FORM_FIELD.fullmatch(line) for line in fields), (
+        f"{path.name}: every line of the parameter cell should be a form field, NAME = literal  # @param ...: {fields}")
+    values = {}
+    exec(cell.source, values)  # literals only: the cell runs alone
+    assert all(isinstance(values[line.split(" = ")[0]], (bool, int, float, str)) for line in fields)
 
 
 def page_texts():
@@ -224,6 +251,31 @@ def test_pages_and_notebooks_link_the_published_repository():
         linked = {Path(notebook).name for _, branch, notebook in COLAB_LINK.findall(texts[name]) if branch == "main"}
         missing = sorted({path.name for path in NOTEBOOKS} - linked)
         assert missing == [], f"{name} should open every notebook in Colab (branch main); it does not open {missing}"
+
+
+def reading_order():
+    """The one reading order: the tour (attention_tutorial), then the numbered notebooks in order."""
+    tour = [path for path in NOTEBOOKS if path.name == "attention_tutorial.ipynb"]
+    return tour + sorted(path for path in NOTEBOOKS if re.match(r"\d\d_", path.name))
+
+
+def test_one_reading_order_in_the_pages_and_the_next_pointers():
+    order = [path.name for path in reading_order()]
+    assert order[:2] == ["attention_tutorial.ipynb", "01_attention_from_scratch.ipynb"] and set(order) == {
+        path.name for path in NOTEBOOKS}, order
+    sentence = "Start with the tour, `attention_tutorial.ipynb`, then notebooks 01 to 06 in order, then 07, the\nfailure gallery."
+    for page in ("README.md", "notebooks/README.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert sentence.replace("\n", " ") in " ".join(text.split("\n")), f"{page} should say the reading order: {sentence!r}"
+        start_here = text.split("## Start here", 1)[1].split("\n## ", 1)[0]
+        first_seen = sorted(order, key=lambda name: start_here.find(name))
+        assert all(name in start_here for name in order) and first_seen == order, (
+            f"{page}'s Start here should list the notebooks in the reading order {order}: {first_seen}")
+    for path, following in zip(reading_order(), reading_order()[1:]):
+        last = load(path).cells[-1]
+        pointers = [line for line in last.source.splitlines() if line.startswith("**Next:**")]
+        assert last.cell_type == "markdown" and len(pointers) == 1 and f"`{following.name}`" in pointers[0], (
+            f"{path.name}: its last cell should end with a **Next:** line naming `{following.name}`: {pointers}")
 
 
 def test_solutions_are_found_in_details_blocks():
