@@ -5,12 +5,12 @@ its numbers come from the package (the weights of an attention layer, local wind
 multi-head weights, the sinusoidal table) they are computed here with the package's own layers, from
 fixed inputs and seeds; diagrams (when each decoder attends, a Transformer block) are checked against
 the layers' structure. Reference pictures of trained models ("yours should look like this") are drawn
-from small arrays in references.json, which `--retrain` writes from small models trained on the dates
-corpus as the notebooks train them.
+from small arrays in references.json, which `--retrain` writes from models trained on the dates corpus
+as the notebooks train them, at their default sizes and seeds.
 
     python notebooks/figures/make_figures.py            # draw, write docs/figures/*.png, attach them
     python notebooks/figures/make_figures.py --check    # draw in memory and compare (the test runs this)
-    python notebooks/figures/make_figures.py --retrain  # retrain the reference models first (minutes)
+    python notebooks/figures/make_figures.py --retrain  # retrain the reference models first (~15 minutes)
 
 The PNGs carry no metadata (no version, no date), so the same versions draw the same bytes. A
 notebook shows a figure by referencing it in a Markdown cell, `![what it shows](attachment:NAME.png)`;
@@ -224,13 +224,23 @@ def luong_row(ax, y):
 
 
 def check_decoder_order():
-    """The diagram's order is the code's: Bahdanau's Decoder._step attends before its cell, Luong's after."""
-    import inspect
+    """The diagram's order is the code's: the weights of one Decoder.step are the attention of the state
+    before its RNN step for Bahdanau's decoder (s_{i-1}), of the state after it for Luong's (h_t)."""
+    import tfattn
 
-    from tfattn.layers.decoder import Decoder
-
-    source = inspect.getsource(Decoder)
-    assert "attention" in source and "cell" in source, "tfattn.layers.decoder.Decoder changed: check the diagram"
+    rng = np.random.default_rng(0)  # encoder states and a first state that make the weights differ
+    outputs = rng.normal(size=(1, 5, 8)).astype("float32")  # (batch, t_in, units)
+    state, mask = {"h": rng.normal(size=(1, 8)).astype("float32")}, np.ones((1, 5), bool)
+    for kind, after in (("bahdanau", False), ("luong", True)):
+        scaled = tfattn.LuongAttention("general", scale=True) if kind == "luong" else None  # weights not saturated
+        decoder = tfattn.Decoder(10, 4, 8, attention=kind, attention_layer=scaled)
+        decoder(np.array([[2, 4]]), outputs, state, mask)  # builds it
+        memory, before = decoder.prepare_memory(outputs, mask), decoder.initial_state(state)
+        _, weights, new = decoder.step(np.array([2]), before, memory)  # weights: (batch, t_in)
+        query = (new if after else before)["h"][:, None, :]  # (batch, 1, units)
+        _, expected = decoder.attention_layer(query, memory["values"], value_mask=memory["mask"],
+                                              prepared_keys=memory["keys"])
+        assert np.allclose(weights, np.asarray(expected)[:, 0], atol=1e-5), f"{kind} attends elsewhere: redraw"
 
 
 # -- (c) global, local-m and local-p ----------------------------------------------------------------
@@ -862,7 +872,7 @@ def write():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="draw in memory and compare; exit 1 on a difference")
-    parser.add_argument("--retrain", action="store_true", help="retrain the reference models first (minutes)")
+    parser.add_argument("--retrain", action="store_true", help="retrain the reference models first (about 15 minutes on 2 cores)")
     args = parser.parse_args(argv)
     if args.check:
         problems = check()
