@@ -5,10 +5,13 @@ Every notebook in notebooks/ follows one pattern (CONTRIBUTING.md says it for th
   tfattn is published, pyproject.toml's `[project.urls] Repository` (README.md and notebooks/README.md
   link the same, and the install cell installs from it: tests below check that they agree);
 - its first code cell is the install cell, the same in every notebook but for its `REQUIREMENT` line;
-- its second code cell, the setup cell, quiets TensorFlow before it loads and is the only cell that
-  reads the quick switch (`TFATTN_NOTEBOOK_QUICK`);
+- in a notebook that trains, the next code cell is the parameter cell, Colab form fields of its sizes;
+- then the setup cell, which quiets TensorFlow before it loads and is the only cell that reads the
+  quick switch (`TFATTN_NOTEBOOK_QUICK`);
 - the solutions of its exercises sit in Markdown `<details>` blocks; they run here too, after the
-  notebook, in the same kernel.
+  notebook, in the same kernel;
+- one reading order (the tour, then 01, 02, ...): both READMEs list them so, and each notebook's last
+  cell names the next.
 
 Execution (marked `long`: make test-long, and make test-colab under Colab's versions): a fresh
 `python3` kernel (ipykernel, this Python) per notebook, working directory a temporary one, in quick
