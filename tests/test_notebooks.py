@@ -1,12 +1,17 @@
 """The notebooks: each one run top to bottom through a real Jupyter kernel, and committed without outputs.
 
-Every notebook in notebooks/ follows one pattern (notebooks/README.md says it for their authors):
-- its first cell (Markdown) opens with the Open-in-Colab badge of its own path;
+Every notebook in notebooks/ follows one pattern (CONTRIBUTING.md says it for their authors):
+- its first cell (Markdown) opens with the Open-in-Colab badge of its own path in the repository where
+  tfattn is published, pyproject.toml's `[project.urls] Repository` (README.md and notebooks/README.md
+  link the same, and the install cell installs from it: tests below check that they agree);
 - its first code cell is the install cell, the same in every notebook but for its `REQUIREMENT` line;
-- its second code cell, the setup cell, quiets TensorFlow before it loads and is the only cell that
-  reads the quick switch (`TFATTN_NOTEBOOK_QUICK`);
+- in a notebook that trains, the next code cell is the parameter cell, Colab form fields of its sizes;
+- then the setup cell, which quiets TensorFlow before it loads and is the only cell that reads the
+  quick switch (`TFATTN_NOTEBOOK_QUICK`);
 - the solutions of its exercises sit in Markdown `<details>` blocks; they run here too, after the
-  notebook, in the same kernel.
+  notebook, in the same kernel;
+- one reading order (the tour, then 01, 02, ...): both READMEs list them so, and each notebook's last
+  cell names the next.
 
 Execution (marked `long`: make test-long, and make test-colab under Colab's versions): a fresh
 `python3` kernel (ipykernel, this Python) per notebook, working directory a temporary one, in quick
@@ -16,10 +21,13 @@ cell that raises fails the test with the cell's index, the head of its source an
 
     python tests/test_notebooks.py run notebooks/NAME.ipynb    # one notebook, with each cell's seconds
     python tests/test_notebooks.py strip notebooks/NAME.ipynb  # its outputs removed, before a commit
+    python tests/test_notebooks.py repoint    # badges and pip URLs set from pyproject.toml's Repository
 """
 
+import importlib.util
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +44,25 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 QUICK_SWITCH = "TFATTN_NOTEBOOK_QUICK"
 SOURCE_SWITCH = "TFATTN_SOURCE"
-REPOSITORY = "https://github.com/tfattn/tfattn"
+
+
+def project_urls():
+    """pyproject.toml's `[project.urls]`, {label: URL}: where tfattn is published, named in one place."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    try:
+        import tomllib  # Python 3.11 and newer
+    except ModuleNotFoundError:  # 3.10: the table's lines themselves
+        table = text.split("[project.urls]", 1)[1].split("\n[", 1)[0]
+        return dict(re.findall(r'^(\w+) = "([^"]+)"', table, re.MULTILINE))
+    return tomllib.loads(text)["project"]["urls"]
+
+
+REPOSITORY = project_urls()["Repository"]  # https://github.com/OWNER/NAME
+# The pages that link the notebooks and the published repository: they must agree with REPOSITORY.
+PAGES = [ROOT / "README.md", ROOT / "notebooks" / "README.md", ROOT / "CONTRIBUTING.md"]
+# A repository on GitHub as links name it: github.com/OWNER/NAME, and Colab's github/OWNER/NAME/blob/...
+GITHUB_REPOSITORY = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?:\.git)?(?=[/\s\")\]`'#]|$)")
+COLAB_LINK = re.compile(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/([\w./-]+\.ipynb)")
 # A hang guard per cell, not a budget: the budget (3 minutes a notebook in quick mode) is measured.
 CELL_TIMEOUT = 600
 # What TensorFlow prints to stderr as it starts (absl's `E0000 00:00:...` lines, CUDA and oneDNN
@@ -53,9 +79,17 @@ BEFORE_ABSL_INIT = re.compile(r"WARNING: All log messages before absl::Initializ
 # written through absl, which TensorFlow 2.20 (Colab's) starts without reading TF_CPP_MIN_LOG_LEVEL, so no
 # setting silences them there; 2.21 honours the level. They are not start-up lines, and are let through.
 GRAPPLER_WARNING = re.compile(r"^W\d{4} [\d:.]+ +\d+ (?:op_level_cost_estimator|loop_optimizer)\.cc:\d+\] ")
+# A Colab form field: `NAME = 600  # @param {type:"integer"}`, `SIZE = "small"  # @param ["small", "full"]`.
+FORM_FIELD = re.compile(r'[A-Z][A-Z0-9_]* = ("[^"]*"|True|False|-?[0-9.]+)  # @param (\{type:"[a-z]+"\}|\[.*\])')
 REQUIREMENT_LINE = re.compile(r'^REQUIREMENT = "tfattn(\[[a-z,]+\])?"  # .*$', re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SOLUTION = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.DOTALL)
+
+
+def colab_url(path):
+    """The Open-in-Colab address of a notebook of notebooks/ in the published repository, branch main."""
+    owner_name = REPOSITORY.removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{owner_name}/blob/main/notebooks/{Path(path).name}"
 
 
 def load(path):
@@ -152,19 +186,99 @@ def test_outputs_are_stripped(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_the_pattern_badge_install_cell_setup_cell(path):
     notebook = load(path)
-    badge = f"https://colab.research.google.com/github/tfattn/tfattn/blob/main/notebooks/{path.name}"
+    badge = colab_url(path)
     assert notebook.cells[0].cell_type == "markdown" and badge in notebook.cells[0].source, (
         f"{path.name}: the first cell should open with the Open-in-Colab badge, a link to {badge}")
-    first, second = code_cells(notebook)[:2]
+    cells = code_cells(notebook)
+    first = cells[0]
     template = code_cells(load(NOTEBOOKS[0]))[0].source
     assert REQUIREMENT_LINE.search(first.source), f"{path.name}: the install cell has no REQUIREMENT line"
-    assert f'"git+{REPOSITORY}"' in template, f"the install cell should install from {REPOSITORY} by default"
+    assert f'REPOSITORY = "{REPOSITORY}"  #' in template and '"git+{REPOSITORY}"' in template, (
+        f"the install cell should install from {REPOSITORY} (pyproject.toml's Repository) by default")
     assert REQUIREMENT_LINE.sub("", first.source) == REQUIREMENT_LINE.sub("", template), (
         f"{path.name}: the install cell differs from {NOTEBOOKS[0].name}'s beyond its REQUIREMENT line")
-    reading = [i for i, cell in enumerate(code_cells(notebook)) if QUICK_SWITCH in cell.source]
-    assert reading in ([], [1]), f"{path.name}: {QUICK_SWITCH} is read in code cells {reading}, not the setup cell (1)"
-    assert 'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")' in second.source, (
+    form = parameter_cell(notebook)
+    setup = 2 if form else 1  # the setup cell's index among the code cells
+    reading = [i for i, cell in enumerate(cells) if QUICK_SWITCH in cell.source]
+    assert reading in ([], [setup]), f"{path.name}: {QUICK_SWITCH} is read in code cells {reading}, not the setup cell ({setup})"
+    assert 'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")' in cells[setup].source, (
         f"{path.name}: the setup cell should set TF_CPP_MIN_LOG_LEVEL before TensorFlow loads")
+    # A notebook that trains (its setup reads the quick switch to shrink the training) shows its sizes as a form.
+    assert form is not None or not reading, (
+        f"{path.name} trains: its second code cell should be a parameter cell, Colab form fields of its sizes")
+
+
+def parameter_cell(notebook):
+    """The code cell after the install cell when it holds Colab form fields (`# @param`), else None."""
+    cells = code_cells(notebook)
+    return cells[1] if len(cells) > 2 and "# @param" in cells[1].source else None
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if parameter_cell(load(p))], ids=lambda p: p.name)
+def test_a_parameter_cell_is_a_form_of_literals_and_nothing_else(path):
+    cell = parameter_cell(load(path))
+    title, *fields = cell.source.splitlines()
+    assert title.startswith("#@title ") and cell.metadata.get("cellView") == "form", (
+        f"{path.name}: the parameter cell should open with a #@title and show as a form (cellView: form)")
+    assert fields and all(FORM_FIELD.fullmatch(line) for line in fields), (
+        f"{path.name}: every line of the parameter cell should be a form field, NAME = literal  # @param ...: {fields}")
+    values = {}
+    exec(cell.source, values)  # literals only: the cell runs alone
+    assert all(isinstance(values[line.split(" = ")[0]], (bool, int, float, str)) for line in fields)
+
+
+def page_texts():
+    """{name: text} of the pages and of every notebook (its cells' sources, joined)."""
+    texts = {page.relative_to(ROOT).as_posix(): page.read_text(encoding="utf-8") for page in PAGES if page.exists()}
+    for path in NOTEBOOKS:
+        texts[f"notebooks/{path.name}"] = "\n".join(cell.source for cell in load(path).cells)
+    return texts
+
+
+def test_pages_and_notebooks_link_the_published_repository():
+    owner_name = REPOSITORY.removeprefix("https://github.com/")
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", REPOSITORY), REPOSITORY
+    urls = project_urls()
+    assert all(url.startswith(REPOSITORY) for url in urls.values()), f"[project.urls] name another place: {urls}"
+    texts = page_texts()
+    assert {"README.md", "notebooks/README.md"} <= set(texts), sorted(texts)
+    wrong = [(name, found) for name, text in texts.items() for found in GITHUB_REPOSITORY.findall(text)
+             if found != owner_name]
+    wrong += [(name, found) for name, text in texts.items() for found, _, _ in COLAB_LINK.findall(text)
+              if found != owner_name]
+    assert wrong == [], (f"links to another repository than pyproject.toml's {REPOSITORY} (fix them, or run "
+                         f"`python tests/test_notebooks.py repoint`): {wrong}")
+    assert f"git+{REPOSITORY}" in texts["README.md"], f"README.md should say `pip install ... git+{REPOSITORY}`"
+    for name in ("README.md", "notebooks/README.md"):
+        # Every notebook, in Colab, from branch main. (A page may name a notebook another branch brings.)
+        linked = {Path(notebook).name for _, branch, notebook in COLAB_LINK.findall(texts[name]) if branch == "main"}
+        missing = sorted({path.name for path in NOTEBOOKS} - linked)
+        assert missing == [], f"{name} should open every notebook in Colab (branch main); it does not open {missing}"
+
+
+def reading_order():
+    """The one reading order: the tour (attention_tutorial), then the numbered notebooks in order."""
+    tour = [path for path in NOTEBOOKS if path.name == "attention_tutorial.ipynb"]
+    return tour + sorted(path for path in NOTEBOOKS if re.match(r"\d\d_", path.name))
+
+
+def test_one_reading_order_in_the_pages_and_the_next_pointers():
+    order = [path.name for path in reading_order()]
+    assert order[:2] == ["attention_tutorial.ipynb", "01_attention_from_scratch.ipynb"] and set(order) == {
+        path.name for path in NOTEBOOKS}, order
+    sentence = "Start with the tour, `attention_tutorial.ipynb`, then notebooks 01 to 06 in order, then 07, the\nfailure gallery."
+    for page in ("README.md", "notebooks/README.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert sentence.replace("\n", " ") in " ".join(text.split("\n")), f"{page} should say the reading order: {sentence!r}"
+        start_here = text.split("## Start here", 1)[1].split("\n## ", 1)[0]
+        first_seen = sorted(order, key=lambda name: start_here.find(name))
+        assert all(name in start_here for name in order) and first_seen == order, (
+            f"{page}'s Start here should list the notebooks in the reading order {order}: {first_seen}")
+    for path, following in zip(reading_order(), reading_order()[1:]):
+        last = load(path).cells[-1]
+        pointers = [line for line in last.source.splitlines() if line.startswith("**Next:**")]
+        assert last.cell_type == "markdown" and len(pointers) == 1 and f"`{following.name}`" in pointers[0], (
+            f"{path.name}: its last cell should end with a **Next:** line naming `{following.name}`: {pointers}")
 
 
 def test_solutions_are_found_in_details_blocks():
@@ -223,6 +337,51 @@ def test_the_install_cell_finds_the_missing_requirements_of_its_extras(monkeypat
     assert install["extras_missing"]() == []  # no extras: nothing of theirs is wanted
 
 
+def run_install_cell(monkeypatch, workdir, pip_fails):
+    """Runs the install cell where tfattn is absent, in `workdir`, with pip replaced by a stand-in that
+    fails (`pip_fails`) or succeeds without installing anything. Returns the pip commands it ran."""
+    commands = []
+
+    def pip(command, **kwargs):
+        commands.append(command)
+        stderr = "ERROR: Could not find a version that satisfies the requirement\n" if pip_fails else ""
+        return subprocess.CompletedProcess(command, int(pip_fails), "", stderr)
+
+    monkeypatch.setattr(subprocess, "run", pip)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)  # tfattn absent
+    monkeypatch.chdir(workdir)
+    exec(code_cells(load(NOTEBOOKS[0]))[0].source, {})
+    return commands
+
+
+def test_the_install_cell_says_what_to_do_when_pip_cannot_install_tfattn(monkeypatch, tmp_path):
+    monkeypatch.delenv(SOURCE_SWITCH, raising=False)
+    with pytest.raises(RuntimeError) as raised:
+        run_install_cell(monkeypatch, tmp_path, pip_fails=True)
+    message = str(raised.value)
+    assert message.startswith(f"pip could not install tfattn[plot] @ git+{REPOSITORY}:\nERROR: Could not find"), message
+    # What to do instead, in order: (1) a wheel built in a clone and uploaded here, (2) TFATTN_SOURCE.
+    steps = ["1. A wheel", "python -m build --wheel", str(tmp_path), "Files pane", "tfattn-*.whl", "2. TFATTN_SOURCE",
+             "%env TFATTN_SOURCE="]
+    found = [message.find(step) for step in steps]
+    assert -1 not in found and found == sorted(found), list(zip(steps, found))
+    assert "Check the network" not in message  # that does not help when the repository cannot be installed
+
+
+def test_the_install_cell_installs_a_wheel_uploaded_beside_the_notebook(monkeypatch, tmp_path):
+    monkeypatch.delenv(SOURCE_SWITCH, raising=False)
+    older, newer = tmp_path / "tfattn-0.0.9-py3-none-any.whl", tmp_path / "tfattn-0.1.0-py3-none-any.whl"
+    older.write_bytes(b"")
+    newer.write_bytes(b"")
+    os.utime(older, (1_000, 1_000))  # uploaded first
+    commands = run_install_cell(monkeypatch, tmp_path, pip_fails=False)
+    assert commands == [[sys.executable, "-m", "pip", "install", "-q", f"tfattn[plot] @ {newer.as_uri()}"]]
+    # TFATTN_SOURCE wins over an uploaded wheel.
+    monkeypatch.setenv(SOURCE_SWITCH, str(tmp_path / "clone"))
+    commands = run_install_cell(monkeypatch, tmp_path, pip_fails=False)
+    assert commands[0][-1] == f"tfattn[plot] @ {(tmp_path / 'clone').as_uri()}"
+
+
 @pytest.mark.long
 def test_the_install_cell_stops_the_notebook_when_pip_fails(tmp_path):
     # The install branch, forced: find_spec answers that tfattn is absent, and the source does not exist,
@@ -241,6 +400,7 @@ def test_the_install_cell_stops_the_notebook_when_pip_fails(tmp_path):
     assert "cell 1 raised" in message and "RuntimeError" in message, message
     assert "could not install tfattn" in message and "no-such-checkout" in message, message
     assert "No restart is needed" in message, message
+    assert message.index("python -m build") < message.index("%env TFATTN_SOURCE="), message  # the other ways
 
 
 def strip(path):
@@ -252,8 +412,29 @@ def strip(path):
     nbformat.write(notebook, path)
 
 
+def repoint():
+    """Points every badge and pip URL of the pages and notebooks at pyproject.toml's Repository: each link
+    of the repository the install cells name now becomes one of the new."""
+    template = code_cells(load(NOTEBOOKS[0]))[0].source
+    old = re.search(r'^REPOSITORY = "https://github\.com/([^"]+)"', template, re.MULTILINE).group(1)
+    new = REPOSITORY.removeprefix("https://github.com/")
+    for page in [p for p in PAGES if p.exists()]:
+        page.write_text(page.read_text(encoding="utf-8").replace(f"github.com/{old}", f"github.com/{new}")
+                        .replace(f"/github/{old}/blob/", f"/github/{new}/blob/"), encoding="utf-8")
+    for path in NOTEBOOKS:
+        notebook = load(path)
+        for cell in notebook.cells:
+            cell.source = cell.source.replace(f"github.com/{old}", f"github.com/{new}").replace(
+                f"/github/{old}/blob/", f"/github/{new}/blob/")
+        nbformat.write(notebook, path)
+    print(f"github.com/{old} -> github.com/{new} in {len(PAGES)} pages and {len(NOTEBOOKS)} notebooks")
+
+
 def main(argv):
-    """`run PATH...`: each notebook as the test runs it, with its cells' seconds. `strip PATH...`."""
+    """`run PATH...`: each notebook as the test runs it, with its cells' seconds. `strip PATH...`.
+    `repoint`: the badges and pip URLs from pyproject.toml."""
+    if argv[:1] == ["repoint"]:
+        return repoint()
     command, paths = (argv[0], argv[1:]) if argv and argv[0] in ("run", "strip") else ("run", argv)
     for path in map(Path, paths):
         if command == "strip":
