@@ -59,7 +59,9 @@ def _started_as_the_command():
 
 
 if not _started_as_the_command():
-    from tfattn import layers as _layers  # noqa: E402,F401 (registers the layers with Keras)
+    from tfattn import layers as _layers  # noqa: E402
+
+    _layers.register()  # every layer known to Keras by name (keras.saving.load_model)
 from tfattn import tier  # noqa: E402  (the tier switch; imports nothing heavy)
 
 

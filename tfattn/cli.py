@@ -27,6 +27,8 @@ import re
 import shlex
 import sys
 
+from tfattn.layers import options  # the models' option lists; no Keras
+
 
 # -- commands --------------------------------------------------------------------------------------
 
@@ -478,13 +480,13 @@ def _add_train_parser(sub):
 
 
 def _add_model_flags(m):
-    m.add_argument("--attention", choices=("bahdanau", "luong", "transformer", "none"), default="bahdanau",
+    m.add_argument("--attention", choices=options.ATTENTIONS, default="bahdanau",
                    help="the model kind: an RNN decoder with Bahdanau's or Luong's attention, the Transformer, "
                         "or the RNN encoder-decoder without attention (Cho et al. 2014; its attention "
                         "output is zeros) (default: bahdanau)")
-    m.add_argument("--score", choices=("dot", "general", "concat", "location", "cosine"), default="general",
+    m.add_argument("--score", choices=options.SCORES, default="general",
                    help="Luong score; cosine is q.k / (|q| |k|) times a learned scale (default: general)")
-    m.add_argument("--local", choices=("m", "p"),
+    m.add_argument("--local", choices=[kind for kind in options.LOCALS if kind],
                    help="Luong: local attention over 2*window+1 source positions around p_t = t (m) or a "
                         "predicted p_t (p) (default: global attention)")
     m.add_argument("--window", type=positive_int, default=10, help="local attention's half width D (default: 10)")
@@ -494,12 +496,12 @@ def _add_model_flags(m):
     m.add_argument("--heads", type=positive_int, default=1,
                    help="attention heads: Luong multi-head cross-attention when > 1, or the Transformer's "
                         "heads; must divide --units (default: 1)")
-    m.add_argument("--encoder", choices=("rnn", "transformer"), default="rnn",
+    m.add_argument("--encoder", choices=options.ENCODERS, default="rnn",
                    help="the RNN decoders' encoder: recurrent or self-attention blocks (default: rnn; the "
                         "Transformer always has self-attention)")
-    m.add_argument("--positions", choices=("sinusoidal", "learned", "relative"), default="sinusoidal",
-                   help="self-attention positions: Vaswani's sinusoids, learned, or relative (Shaw et al. "
-                        "2018) (default: sinusoidal)")
+    m.add_argument("--positions", choices=options.POSITIONS, default="sinusoidal",
+                   help="self-attention positions: Vaswani's sinusoids, learned, relative (Shaw et al. "
+                        "2018), or none (a bag of words, for comparison) (default: sinusoidal)")
     m.add_argument("--relative-clip", type=positive_int, default=16,
                    help="relative positions: the largest distance told apart (default: 16)")
     m.add_argument("--ff-dim", type=positive_int, help="self-attention: feed-forward size (default: 4 * units)")
@@ -509,7 +511,7 @@ def _add_model_flags(m):
                         "--no-scale gives the paper's unscaled scores (default: --scale)")
     m.add_argument("--no-input-feeding", dest="input_feeding", action="store_false",
                    help="Luong: no input feeding (faster: the decoder RNN runs over the whole target)")
-    m.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="default: gru")
+    m.add_argument("--rnn", choices=options.RNNS, default="gru", help="default: gru")
     m.add_argument("--embedding-dim", type=positive_int, default=256, help="default: 256")
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1,

@@ -114,13 +114,6 @@ def in_memory(translator, name, texts, extra):
     return translator.translate_beam(tf.constant(texts), extra["beam_width"], extra["length_penalty"])
 
 
-@pytest.fixture(scope="module")
-def exported_bahdanau(bahdanau_translator, tmp_path_factory):
-    from tfattn.serving.translator import export
-
-    return export(bahdanau_translator, str(tmp_path_factory.mktemp("export") / "bahdanau"))
-
-
 @pytest.mark.parametrize("style", ["luong", "bahdanau"])  # Bahdanau: a second token table, the tanh layer's
 @pytest.mark.parametrize("name, extra", [("translate", {}), ("translate_beam", beam_inputs())])
 def test_same_outputs_as_in_memory(request, style, name, extra):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_main
+from conftest import made_once, run_main
 from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_after, wait_until_stopped, write_anki
 from tfattn.runs.directory import Run
 
@@ -40,11 +40,13 @@ def strict_load(text):
 def tiny_run(tmp_path_factory):
     """A finished run of 1 epoch (24 steps) trained from its own folder on `d.txt`, given as typed
     (a relative path): `(folder, run directory)`."""
-    home = tmp_path_factory.mktemp("home")
-    write_anki(home / "d.txt", 200)
-    proc = tfattn("train", "--corpus", "d.txt", "--out", "run", "--epochs", "1", *TRAIN_FLAGS, cwd=home)
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
+    def train(home):
+        write_anki(home / "d.txt", 200)
+        proc = tfattn("train", "--corpus", "d.txt", "--out", "run", "--epochs", "1", *TRAIN_FLAGS, cwd=home)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+
+    home = made_once(tmp_path_factory, "tiny-run", train)
     return home, str(home / "run")
 
 

@@ -27,7 +27,8 @@ from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int, rate
 from tfattn.layers.multihead import MultiHeadAttention, causal_mask
-from tfattn.layers.positions import POSITIONS, LearnedPositions, SinusoidalPositions, default_positions
+from tfattn.layers.options import POSITIONS
+from tfattn.layers.positions import LearnedPositions, SinusoidalPositions, default_positions
 
 
 def check_sizes(units, heads, positions, ff_dim):

@@ -1,6 +1,5 @@
 """A run's checkpoint exported as a SavedModel (`tfattn export`), and translation through one."""
 
-import glob
 import os
 
 import tensorflow as tf
