@@ -3,7 +3,7 @@
     tfattn demo [--attention luong|bahdanau]
     tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
     tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test [--threads 2,1]
-    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--alignments] [--replace-unknown]
+    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--html attention.html] [--alignments]
     tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
@@ -187,7 +187,9 @@ def _check_output_file(path, flag):
         raise PermissionError(f"Cannot write {path}: permission denied. Received: {flag} {path!r}")
 
 
-def _signature(path, beam):
+def _signature(path, beam, heads=False):
+    """The signature to translate with, and its inputs besides `text`: `translate_beam` for a `beam` over 1,
+    else `translate_heads` if `heads` and the export has it (every head of a multi-head model), else `translate`."""
     import tensorflow as tf
 
     from tfattn.serving.translator import CONFIG_FILE, load
@@ -201,6 +203,8 @@ def _signature(path, beam):
             raise ValueError(f"This export has no translate_beam signature. Received: --beam {beam}")
         inputs = {"beam_width": tf.constant(beam, tf.int32), "length_penalty": tf.constant(0.6)}
         return loaded.signatures["translate_beam"], inputs
+    if heads and "translate_heads" in loaded.signatures:
+        return loaded.signatures["translate_heads"], {}
     return loaded.signatures["translate"], {}
 
 
@@ -208,14 +212,16 @@ def _translate(args):
     path = find_export(args.model)  # before TensorFlow loads: a wrong path fails fast
     if args.plot:
         _check_image_path(args.plot, "--plot")  # before any translating
+    if args.html:
+        _check_output_file(args.html, "--html")
     import tensorflow as tf
 
     from tfattn.serving.translator import blank_empty_sources
 
-    signature, inputs = _signature(path, args.beam)
+    signature, inputs = _signature(path, args.beam, heads=bool(args.html))
     replace = _unknown_replacer(path) if args.replace_unknown else None
     texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
-    first = None
+    first, page = None, []
     for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
         with _out_of_memory_hint("translating"):
             out = blank_empty_sources(signature(text=tf.constant(batch, tf.string), **inputs))  # older exports too
@@ -225,8 +231,32 @@ def _translate(args):
         sys.stdout.flush()
         if first is None:
             first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
+        if args.html:
+            page.append((batch, {key: value.numpy() for key, value in out.items()}))
     if args.plot:
         _plot_first(first, args.plot)
+    if args.html:
+        _write_explorer(page, args.html, path)
+
+
+def _write_explorer(batches, path, model):
+    """`translate --html`: every sentence's translation and attention as one page (`tfattn.explore`):
+    with --beam, each hypothesis' own attention if the export returns it, else every head of a
+    multi-head model if it returns them; or one line saying why there is no page."""
+    if not batches:
+        print(f"tfattn: no attention page written: there was nothing to translate (no text given). "
+              f"Received: --html {path!r}", file=sys.stderr)
+        return
+    from tfattn import files
+    from tfattn.explore import Explorer, explore
+
+    sentences = []
+    for texts, out in batches:
+        sources = [text.decode("utf-8", errors="replace") for text in texts]
+        sentences += explore(out, sources).data["sentences"]
+    page = Explorer({"title": f"tfattn translate --model {model}", "sentences": sentences})
+    files.write_text(path, page.html(), "the attention page")
+    print(f"attention page: {path}", file=sys.stderr)
 
 
 def _plot_first(first, path):
@@ -748,6 +778,11 @@ def _add_translate_parser(sub):
     tr.add_argument("text", nargs="*", help="sentences to translate; read from stdin when absent")
     tr.add_argument("--plot", help="save the first sentence's attention heatmap to this image path "
                                     "(.png is added when it has no extension)")
+    tr.add_argument("--html", metavar="FILE",
+                    help="also write every sentence's translation and attention as one interactive HTML page "
+                         "(no network needed): hover or tap an output token to see its weights on the source, "
+                         "a heatmap, a layer and head selector for multi-head models, and with --beam the "
+                         "n-best list, each hypothesis with its own attention")
     tr.add_argument("--batch-size", type=positive_int, default=64,
                     help="sentences per call; stdin is read and translated a batch at a time (default: 64)")
     tr.add_argument("--alignments", action="store_true",
