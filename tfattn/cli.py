@@ -33,8 +33,9 @@ import sys
 def _demo(args):
     from tfattn.demo import DemoConfig, main
 
-    config = DemoConfig(attention=args.attention, n_train=args.n_train, n_test=args.n_test, epochs=args.epochs,
-                        time_budget=args.time_budget, out_dir=args.out_dir, seed=args.seed)
+    config = DemoConfig(attention=args.attention, n_train=args.n_train, n_validation=args.n_validation,
+                        n_test=args.n_test, max_steps=args.max_steps, validate_every=args.validate_every,
+                        stop_at=args.stop_at, out_dir=args.out_dir, seed=args.seed)
     main(config, quiet=args.quiet)
 
 
@@ -688,6 +689,17 @@ def positive_float(value):
     return number
 
 
+def share(value):
+    """An argparse type: a number in (0, 1], such as an exact-match share to reach."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 < number <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], such as 0.995. Received: {value!r}")
+    return number
+
+
 def duration(value):
     """An argparse type: `"15m"`, `"90s"`, `"1h30m"`, `"2.5m"` or `"45"` (seconds) -> seconds, > 0."""
     match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", value)
@@ -744,15 +756,24 @@ def build_parser():
 def _add_demo_parser(sub):
     demo = sub.add_parser("demo", help="train on the offline dates corpus, export, reload, translate, plot",
                           description="Train an attention model to turn human-written dates into ISO "
-                                      "dates, export it as a SavedModel, reload it, and print one JSON line.")
+                                      "dates, export it as a SavedModel, reload it, and print one JSON line. "
+                                      "Training is counted in steps: every --validate-every steps it "
+                                      "translates held-out validation dates and stops once their exact "
+                                      "match reaches --stop-at, or at --max-steps, so a slower machine "
+                                      "trains the same model, only later.")
     demo.add_argument("--attention", choices=("luong", "bahdanau"), default="luong",
                       help="attention and decoder style (default: luong)")
     demo.add_argument("--n-train", type=positive_int, default=30000, help="training pairs (default: 30000)")
+    demo.add_argument("--n-validation", type=positive_int, default=1000,
+                      help="held-out validation pairs that decide when training stops (default: 1000)")
     demo.add_argument("--n-test", type=positive_int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=positive_int, default=30,
-                      help="at most this many epochs; the time budget usually ends training first (default: 30)")
-    demo.add_argument("--time-budget", type=positive_float, default=80.0,
-                      help="stop training after this many seconds (default: 80)")
+    demo.add_argument("--max-steps", type=positive_int, default=1000,
+                      help="train at most this many steps; the learning rate follows one cosine over them "
+                           "(default: 1000)")
+    demo.add_argument("--validate-every", type=positive_int, default=100,
+                      help="steps between validations (default: 100)")
+    demo.add_argument("--stop-at", type=share, default=0.995,
+                      help="stop once the validation exact match reaches this share, in (0, 1] (default: 0.995)")
     demo.add_argument("--out-dir", default="saved_models",
                       help="the export goes to OUT_DIR/dates-ATTENTION (default: saved_models)")
     demo.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
