@@ -3,7 +3,7 @@
     tfattn demo [--attention luong|bahdanau]
     tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
     tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test [--threads 2,1]
-    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--alignments] [--replace-unknown]
+    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--html attention.html] [--alignments]
     tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
@@ -35,8 +35,9 @@ from tfattn.layers import options  # the models' option lists; no Keras
 def _demo(args):
     from tfattn.demo import DemoConfig, main
 
-    config = DemoConfig(attention=args.attention, n_train=args.n_train, n_test=args.n_test, epochs=args.epochs,
-                        time_budget=args.time_budget, out_dir=args.out_dir, seed=args.seed)
+    config = DemoConfig(attention=args.attention, n_train=args.n_train, n_validation=args.n_validation,
+                        n_test=args.n_test, max_steps=args.max_steps, validate_every=args.validate_every,
+                        stop_at=args.stop_at, out_dir=args.out_dir, seed=args.seed)
     main(config, quiet=args.quiet)
 
 
@@ -190,7 +191,9 @@ def _check_output_file(path, flag):
         raise PermissionError(f"Cannot write {path}: permission denied. Received: {flag} {path!r}")
 
 
-def _signature(path, beam):
+def _signature(path, beam, heads=False):
+    """The signature to translate with, and its inputs besides `text`: `translate_beam` for a `beam` over 1,
+    else `translate_heads` if `heads` and the export has it (every head of a multi-head model), else `translate`."""
     import tensorflow as tf
 
     from tfattn.serving.translator import CONFIG_FILE, load
@@ -204,6 +207,8 @@ def _signature(path, beam):
             raise ValueError(f"This export has no translate_beam signature. Received: --beam {beam}")
         inputs = {"beam_width": tf.constant(beam, tf.int32), "length_penalty": tf.constant(0.6)}
         return loaded.signatures["translate_beam"], inputs
+    if heads and "translate_heads" in loaded.signatures:
+        return loaded.signatures["translate_heads"], {}
     return loaded.signatures["translate"], {}
 
 
@@ -211,14 +216,16 @@ def _translate(args):
     path = find_export(args.model)  # before TensorFlow loads: a wrong path fails fast
     if args.plot:
         _check_image_path(args.plot, "--plot")  # before any translating
+    if args.html:
+        _check_output_file(args.html, "--html")
     import tensorflow as tf
 
     from tfattn.serving.translator import blank_empty_sources
 
-    signature, inputs = _signature(path, args.beam)
+    signature, inputs = _signature(path, args.beam, heads=bool(args.html))
     replace = _unknown_replacer(path) if args.replace_unknown else None
     texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
-    first = None
+    first, page = None, []
     for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
         with _out_of_memory_hint("translating"):
             out = blank_empty_sources(signature(text=tf.constant(batch, tf.string), **inputs))  # older exports too
@@ -228,8 +235,32 @@ def _translate(args):
         sys.stdout.flush()
         if first is None:
             first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
+        if args.html:
+            page.append((batch, {key: value.numpy() for key, value in out.items()}))
     if args.plot:
         _plot_first(first, args.plot)
+    if args.html:
+        _write_explorer(page, args.html, path)
+
+
+def _write_explorer(batches, path, model):
+    """`translate --html`: every sentence's translation and attention as one page (`tfattn.explore`):
+    with --beam, each hypothesis' own attention if the export returns it, else every head of a
+    multi-head model if it returns them; or one line saying why there is no page."""
+    if not batches:
+        print(f"tfattn: no attention page written: there was nothing to translate (no text given). "
+              f"Received: --html {path!r}", file=sys.stderr)
+        return
+    from tfattn import files
+    from tfattn.explore import Explorer, explore
+
+    sentences = []
+    for texts, out in batches:
+        sources = [text.decode("utf-8", errors="replace") for text in texts]
+        sentences += explore(out, sources).data["sentences"]
+    page = Explorer({"title": f"tfattn translate --model {model}", "sentences": sentences})
+    files.write_text(path, page.html(), "the attention page")
+    print(f"attention page: {path}", file=sys.stderr)
 
 
 def _plot_first(first, path):
@@ -661,6 +692,17 @@ def positive_float(value):
     return number
 
 
+def share(value):
+    """An argparse type: a number in (0, 1], such as an exact-match share to reach."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 < number <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], such as 0.995. Received: {value!r}")
+    return number
+
+
 def duration(value):
     """An argparse type: `"15m"`, `"90s"`, `"1h30m"`, `"2.5m"` or `"45"` (seconds) -> seconds, > 0."""
     match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", value)
@@ -717,15 +759,24 @@ def build_parser():
 def _add_demo_parser(sub):
     demo = sub.add_parser("demo", help="train on the offline dates corpus, export, reload, translate, plot",
                           description="Train an attention model to turn human-written dates into ISO "
-                                      "dates, export it as a SavedModel, reload it, and print one JSON line.")
+                                      "dates, export it as a SavedModel, reload it, and print one JSON line. "
+                                      "Training is counted in steps: every --validate-every steps it "
+                                      "translates held-out validation dates and stops once their exact "
+                                      "match reaches --stop-at, or at --max-steps, so a slower machine "
+                                      "trains the same model, only later.")
     demo.add_argument("--attention", choices=("luong", "bahdanau"), default="luong",
                       help="attention and decoder style (default: luong)")
     demo.add_argument("--n-train", type=positive_int, default=30000, help="training pairs (default: 30000)")
+    demo.add_argument("--n-validation", type=positive_int, default=1000,
+                      help="held-out validation pairs that decide when training stops (default: 1000)")
     demo.add_argument("--n-test", type=positive_int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=positive_int, default=30,
-                      help="at most this many epochs; the time budget usually ends training first (default: 30)")
-    demo.add_argument("--time-budget", type=positive_float, default=80.0,
-                      help="stop training after this many seconds (default: 80)")
+    demo.add_argument("--max-steps", type=positive_int, default=1000,
+                      help="train at most this many steps; the learning rate follows one cosine over them "
+                           "(default: 1000)")
+    demo.add_argument("--validate-every", type=positive_int, default=100,
+                      help="steps between validations (default: 100)")
+    demo.add_argument("--stop-at", type=share, default=0.995,
+                      help="stop once the validation exact match reaches this share, in (0, 1] (default: 0.995)")
     demo.add_argument("--out-dir", default="saved_models",
                       help="the export goes to OUT_DIR/dates-ATTENTION (default: saved_models)")
     demo.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
@@ -751,6 +802,11 @@ def _add_translate_parser(sub):
     tr.add_argument("text", nargs="*", help="sentences to translate; read from stdin when absent")
     tr.add_argument("--plot", help="save the first sentence's attention heatmap to this image path "
                                     "(.png is added when it has no extension)")
+    tr.add_argument("--html", metavar="FILE",
+                    help="also write every sentence's translation and attention as one interactive HTML page "
+                         "(no network needed): hover or tap an output token to see its weights on the source, "
+                         "a heatmap, a layer and head selector for multi-head models, and with --beam the "
+                         "n-best list, each hypothesis with its own attention")
     tr.add_argument("--batch-size", type=positive_int, default=64,
                     help="sentences per call; stdin is read and translated a batch at a time (default: 64)")
     tr.add_argument("--alignments", action="store_true",
