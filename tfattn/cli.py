@@ -14,6 +14,14 @@ when an export has no tfattn_config.json, that is, when tfattn export did not wr
 Errors a user can fix (a missing file, a directory that is not an export, a bad flag value) print
 one line, `tfattn: error: ...`, and exit with status 2; a file that cannot be written (disk full,
 read-only) prints one line and exits with status 1. Never a traceback.
+
+exit status:
+  0    done
+  1    the machine's fault: a file could not be written (disk full, read-only), out of memory, or the
+       reader of stdout went away (a broken pipe)
+  2    the command's fault: a bad flag or value, a missing or wrong file, a run that diverged
+  130  interrupted (Ctrl-C); a training run saves its state first
+  143  terminated (SIGTERM); a training run saves its state first
 """
 
 import argparse
@@ -136,10 +144,16 @@ def _evaluate(args):
         _check_output_file(args.output, "--output")  # before the evaluation, not after it
     from tfattn.training.runs import translate_texts
 
+    from tfattn.progress import SentenceProgress, wanted
+
     pairs = _evaluation_pairs(args)
     signature, inputs = _signature(path, args.beam)
+    progress, hyps = SentenceProgress(len(pairs), wanted(args.quiet, args.progress)), []
     with _out_of_memory_hint("translating"):
-        hyps = translate_texts(signature, [s for s, _ in pairs], args.batch_size, **inputs)
+        for batch in _batches([s for s, _ in pairs], args.batch_size):
+            hyps += translate_texts(signature, batch, args.batch_size, **inputs)
+            progress.add(len(batch))
+    progress.close()
     result = evaluate.evaluate_texts([s for s, _ in pairs], hyps, [t for _, t in pairs])
     result.update({"split": args.split, "model": path, "beam": _beam_used(signature, inputs, args.beam)})
     from tfattn import files
@@ -212,9 +226,12 @@ def _translate(args):
 
     from tfattn.serving.translator import blank_empty_sources
 
+    from tfattn.progress import SentenceProgress, wanted
+
     signature, inputs = _signature(path, args.beam)
     replace = _unknown_replacer(path) if args.replace_unknown else None
     texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
+    progress = SentenceProgress(None, not args.text and wanted(args.quiet, args.progress, beside=sys.stdout))
     first = None
     for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
         with _out_of_memory_hint("translating"):
@@ -223,8 +240,10 @@ def _translate(args):
             out = replace(out)
         sys.stdout.write("".join(_output_lines(out, args.alignments)))
         sys.stdout.flush()
+        progress.add(len(batch))
         if first is None:
             first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
+    progress.close()
     if args.plot:
         _plot_first(first, args.plot)
 
@@ -611,6 +630,10 @@ def _add_model_parser(sub, name, help, description):
     p.add_argument("--beam", type=at_least(0, " (the export clamps it to its vocabulary, at most 64)", 2**31 - 1),
                    default=0, help="beam width; 0 or 1: greedy; clamped to the target vocabulary, at most 64 "
                                    "(default: 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--progress", action="store_true",
+                   help="a progress line on stderr (sentences done) even where it is not a terminal, e.g. a log "
+                        "file (default: only on a terminal; for translate, of stdin into a file or a pipe)")
     p.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                    help="TensorFlow's inter-op and intra-op thread counts (0: its default). On a small CPU, "
                         "2,1 (one thread per op, two ops at a time) decodes faster; see the README's "
@@ -703,12 +726,23 @@ def set_threads(counts):
 def build_parser():
     parser = argparse.ArgumentParser(prog="tfattn", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:3]))
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_demo_parser, _add_train_parser, _add_evaluate_parser, _add_translate_parser,
                 _add_export_parser, _add_plot_parser):
         add(sub)
     return parser
+
+
+def package_version():
+    """The installed package's version (its metadata, without importing TensorFlow)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("tfattn")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "(not installed)"
 
 
 def _add_demo_parser(sub):
