@@ -3,6 +3,7 @@ lists, and the progress line of `evaluate` and `translate` on a (fake) terminal.
 
 import importlib.metadata
 import io
+import json
 import re
 import subprocess
 import sys
@@ -142,3 +143,6 @@ def test_evaluate_into_a_file_shows_no_progress(exported_dates, tmp_path, monkey
                                 "--split", "train", "--limit", "3")
     assert status == 0 and '"n": 3' in out
     assert "sentences" not in err
+    signature = json.loads(out)["signature"]  # sacrebleu's, so that the scores compare with others'
+    assert signature["bleu"].startswith("nrefs:1|case:lc|") and "tok:13a" in signature["bleu"]
+    assert signature["chrf"].startswith("nrefs:1|case:lc|") and "nc:6" in signature["chrf"]
