@@ -1,10 +1,12 @@
 """tfattn: attention-based sequence-to-sequence translation with Keras 3 and TensorFlow.
 
-Layers (reusable in any Keras model): `BahdanauAttention`, `LuongAttention`, `Encoder`, `Decoder`,
-`AttentionCell` (attention around any Keras RNN cell, for `keras.layers.RNN`).
+Layers (reusable in any Keras model), every one of `tfattn.layers`: `BahdanauAttention`,
+`LuongAttention`, `MultiHeadAttention`, `Encoder`, `Decoder`, `NoAttentionDecoder`, `AttentionCell`
+(attention around any Keras RNN cell, for `keras.layers.RNN`), the Transformer's layers and positions.
 Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, target_vocab_size)`.
 Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`,
-`make_strategy` (several devices or machines, `tf.distribute`).
+`make_strategy` (several devices or machines, `tf.distribute`), `TranslationMetrics` (validation BLEU
+and chrF as a Keras callback, for `model.fit`).
 Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`.
 
 `import tfattn` registers every layer with Keras, so `keras.saving.load_model` reads a `.keras` file
@@ -20,18 +22,16 @@ import sys
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "AttentionCell": "layers.cell",
-    "BahdanauAttention": "layers.attention",
-    "LuongAttention": "layers.attention",
-    "ScoredAttention": "layers.attention",
+    **{name: "layers" for name in (  # every name of tfattn.layers.__all__
+        "AttentionCell", "BahdanauAttention", "Decoder", "Encoder", "LearnedPositions", "LuongAttention",
+        "MultiHeadAttention", "NoAttentionDecoder", "RelativePositions", "ScoredAttention", "SinusoidalPositions",
+        "TransformerBlock", "TransformerDecoder", "TransformerEncoder", "transformer_layers")},
     "DataConfig": "data.pipeline",
     "make_dataset": "data.pipeline",
-    "Decoder": "layers.decoder",
     "DecodeConfig": "decoding.search",
     "greedy": "decoding.search",
     "beam_search": "decoding.search",
     "sample": "decoding.search",
-    "Encoder": "layers.encoder",
     "Translator": "serving.translator",
     "export": "serving.translator",
     "load": "serving.translator",
@@ -45,6 +45,7 @@ _EXPORTS = {
     "fit": "training.trainer",
     "Trainer": "training.trainer",
     "make_train_step": "training.trainer",
+    "TranslationMetrics": "training.callbacks",
     "make_strategy": "training.distributed",
 }
 
