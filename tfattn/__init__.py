@@ -7,7 +7,8 @@ Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, targ
 Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`,
 `make_strategy` (several devices or machines, `tf.distribute`), `TranslationMetrics` (validation BLEU
 and chrF as a Keras callback, for `model.fit`).
-Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`.
+Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`,
+`export_litert` (a LiteRT model of greedy translation, `tfattn.serving.litert`).
 
 `import tfattn` registers every layer with Keras, so `keras.saving.load_model` reads a `.keras` file
 that holds them. The `tfattn` command is the exception: it imports TensorFlow only for the commands
@@ -34,6 +35,7 @@ _EXPORTS = {
     "sample": "decoding.search",
     "Translator": "serving.translator",
     "export": "serving.translator",
+    "export_litert": "serving.litert",
     "load": "serving.translator",
     "ModelConfig": "model",
     "Seq2Seq": "model",

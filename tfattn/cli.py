@@ -4,7 +4,7 @@
     tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
     tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test [--threads 2,1]
     tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--alignments] [--replace-unknown]
-    tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text]
+    tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text] [--format litert]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
 A SavedModel is a program, not data: loading one runs its graph, which can read and write files.
@@ -341,7 +341,7 @@ def _export(args):
 
     print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel,
                      echo=lambda line: print(line, file=sys.stderr), replace_unknown=args.replace_unknown,
-                     tokenizer_ops=args.tokenizer_ops))
+                     tokenizer_ops=args.tokenizer_ops, format=args.format))
 
 
 def _plot(args):
@@ -816,6 +816,10 @@ def _add_export_parser(sub):
                          "saved_model_cli run, TensorFlow Serving and runtimes without tensorflow-text load the "
                          "export (WordPiece and NFC/NFKC tokenizers keep tensorflow-text's ops); text: "
                          "tensorflow-text's ops throughout. Both translate the same (docs/serving.md)")
+    ex.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
+                    help="savedmodel (default): text in, text out, every signature; litert: a .tflite model of "
+                         "greedy translation in LiteRT's builtin ops, token ids in and out, the vocabularies "
+                         "beside it (docs/serving.md)")
     ex.set_defaults(func=_export)
 
 
