@@ -4,7 +4,8 @@
     tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
     tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test [--threads 2,1]
     tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--html attention.html] [--alignments]
-    tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text]
+                     [--replace-unknown]
+    tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text] [--format litert]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
 A SavedModel is a program, not data: loading one runs its graph, which can read and write files.
@@ -14,6 +15,14 @@ when an export has no tfattn_config.json, that is, when tfattn export did not wr
 Errors a user can fix (a missing file, a directory that is not an export, a bad flag value) print
 one line, `tfattn: error: ...`, and exit with status 2; a file that cannot be written (disk full,
 read-only) prints one line and exits with status 1. Never a traceback.
+
+exit status:
+  0    done
+  1    the machine's fault: a file could not be written (disk full, read-only), out of memory, or the
+       reader of stdout went away (a broken pipe)
+  2    the command's fault: a bad flag or value, a missing or wrong file, a run that diverged
+  130  interrupted (Ctrl-C); a training run saves its state first
+  143  terminated (SIGTERM); a training run saves its state first
 """
 
 import argparse
@@ -139,10 +148,16 @@ def _evaluate(args):
         _check_output_file(args.output, "--output")  # before the evaluation, not after it
     from tfattn.runs.export import translate_texts
 
+    from tfattn.progress import SentenceProgress, wanted
+
     pairs = _evaluation_pairs(args)
     signature, inputs = _signature(path, args.beam)
+    progress, hyps = SentenceProgress(len(pairs), wanted(args.quiet, args.progress)), []
     with _out_of_memory_hint("translating"):
-        hyps = translate_texts(signature, [s for s, _ in pairs], args.batch_size, **inputs)
+        for batch in _batches([s for s, _ in pairs], args.batch_size):
+            hyps += translate_texts(signature, batch, args.batch_size, **inputs)
+            progress.add(len(batch))
+    progress.close()
     result = evaluate.evaluate_texts([s for s, _ in pairs], hyps, [t for _, t in pairs])
     result.update({"split": args.split, "model": path, "beam": _beam_used(signature, inputs, args.beam)})
     from tfattn import files
@@ -222,9 +237,12 @@ def _translate(args):
 
     from tfattn.serving.translator import blank_empty_sources
 
+    from tfattn.progress import SentenceProgress, wanted
+
     signature, inputs = _signature(path, args.beam, heads=bool(args.html))
     replace = _unknown_replacer(path) if args.replace_unknown else None
     texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
+    progress = SentenceProgress(None, not args.text and wanted(args.quiet, args.progress, beside=sys.stdout))
     first, page = None, []
     for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
         with _out_of_memory_hint("translating"):
@@ -233,10 +251,12 @@ def _translate(args):
             out = replace(out)
         sys.stdout.write("".join(_output_lines(out, args.alignments)))
         sys.stdout.flush()
+        progress.add(len(batch))
         if first is None:
             first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
         if args.html:
             page.append((batch, {key: value.numpy() for key, value in out.items()}))
+    progress.close()
     if args.plot:
         _plot_first(first, args.plot)
     if args.html:
@@ -356,7 +376,7 @@ def _export(args):
 
     print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel,
                      echo=lambda line: print(line, file=sys.stderr), replace_unknown=args.replace_unknown,
-                     tokenizer_ops=args.tokenizer_ops))
+                     tokenizer_ops=args.tokenizer_ops, format=args.format))
 
 
 def _plot(args):
@@ -645,6 +665,10 @@ def _add_model_parser(sub, name, help, description):
     p.add_argument("--beam", type=at_least(0, " (the export clamps it to its vocabulary, at most 64)", 2**31 - 1),
                    default=0, help="beam width; 0 or 1: greedy; clamped to the target vocabulary, at most 64 "
                                    "(default: 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--progress", action="store_true",
+                   help="a progress line on stderr (sentences done) even where it is not a terminal, e.g. a log "
+                        "file (default: only on a terminal; for translate, of stdin into a file or a pipe)")
     p.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                    help="TensorFlow's inter-op and intra-op thread counts (0: its default). On a small CPU, "
                         "2,1 (one thread per op, two ops at a time) decodes faster; see the README's "
@@ -748,12 +772,23 @@ def set_threads(counts):
 def build_parser():
     parser = argparse.ArgumentParser(prog="tfattn", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:3]))
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_demo_parser, _add_train_parser, _add_evaluate_parser, _add_translate_parser,
                 _add_export_parser, _add_plot_parser):
         add(sub)
     return parser
+
+
+def package_version():
+    """The installed package's version (its metadata, without importing TensorFlow)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("tfattn")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "(not installed)"
 
 
 def _add_demo_parser(sub):
@@ -841,6 +876,10 @@ def _add_export_parser(sub):
                          "saved_model_cli run, TensorFlow Serving and runtimes without tensorflow-text load the "
                          "export (WordPiece and NFC/NFKC tokenizers keep tensorflow-text's ops); text: "
                          "tensorflow-text's ops throughout. Both translate the same (docs/serving.md)")
+    ex.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
+                    help="savedmodel (default): text in, text out, every signature; litert: a .tflite model of "
+                         "greedy translation in LiteRT's builtin ops, token ids in and out, the vocabularies "
+                         "beside it (docs/serving.md)")
     ex.set_defaults(func=_export)
 
 

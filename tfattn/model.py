@@ -157,7 +157,7 @@ def make_attention(config):
     if c.attention == "bahdanau":
         return BahdanauAttention(c.units, normalize=c.normalize, probability=probability)
     if c.heads > 1:
-        return MultiHeadAttention(heads=c.heads)
+        return MultiHeadAttention(num_heads=c.heads)
     return LuongAttention(c.score, scale=c.scale, max_length=c.max_source_length, local=c.local, window=c.window,
                           probability=probability)
 
@@ -174,7 +174,7 @@ class Seq2Seq(keras.Model):
     Call arguments:
         inputs: a pair `(source, target_in)`: int `(batch, t_in)` and int `(batch, t_out)`, both
             right-padded with 0; `target_in` starts with `[START]`.
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
@@ -204,7 +204,7 @@ class Seq2Seq(keras.Model):
         if not self.decoder.built:
             self.decoder.build(target_shape, (*source_shape[:2], self.encoder.units))
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=None):
         source, target_in = inputs
         outputs, state, mask = self.encoder(source, training=training)
         return self.decoder(target_in, outputs, state, mask, training=training)

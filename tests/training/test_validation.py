@@ -15,7 +15,8 @@ from conftest import run_main
 from processes import TRAIN_FLAGS, events, write_anki
 from tfattn.training.schedules import WarmupSchedule, learning_rate
 from tfattn.training.trainer import TrainConfig, weights_checkpoint
-from tfattn.training.validation import ValidationConfig, average_weights, fixed_sample, score_of
+from tfattn.training.callbacks import fixed_sample
+from tfattn.training.validation import ValidationConfig, average_weights, score_of
 
 
 def test_the_bleu_sample_is_spread_evenly_and_fixed():

@@ -21,6 +21,7 @@ _EXPORTS = {
     "RelativePositions": "positions",
     "ScoredAttention": "attention",
     "SinusoidalPositions": "positions",
+    "TransformerBlock": "transformer",
     "TransformerDecoder": "transformer",
     "TransformerEncoder": "transformer",
     "transformer_layers": "transformer",

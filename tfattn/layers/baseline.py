@@ -40,7 +40,7 @@ class NoAttentionDecoder(keras.layers.Layer):
         state: dict from `Encoder` (`{"h": (batch, units)}`, plus `"c"` for an LSTM); `h` is the
             summary `c` and the first state.
         encoder_outputs_mask: accepted for the attention decoders' interface and unused.
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)`, carrying the target's Keras mask;
@@ -121,7 +121,7 @@ class NoAttentionDecoder(keras.layers.Layer):
         zeros = ops.zeros_like(ops.cast(memory["mask"], logits.dtype))  # (batch, t_in)
         return logits, zeros, new_state
 
-    def call(self, target_in, encoder_outputs, state, encoder_outputs_mask=None, training=False):
+    def call(self, target_in, encoder_outputs, state, encoder_outputs_mask=None, training=None):
         check = ShapeChecker()
         check("target_in", target_in, ("batch", "t_out"))
         check("encoder_outputs", encoder_outputs, ("batch", "t_in", "dv"))

@@ -66,7 +66,7 @@ class Decoder(keras.layers.Layer):
         state: dict from `Encoder` (`{"h": (batch, units)}`, plus `"c"` for an LSTM).
         encoder_outputs_mask: bool `(batch, t_in)`, `False` on source padding; taken from
             `encoder_outputs`' Keras mask when not given (the `Encoder`'s outputs carry one).
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
@@ -163,7 +163,7 @@ class Decoder(keras.layers.Layer):
         keys = self.attention_layer.prepare_keys(encoder_outputs)  # (batch, t_in, ...)
         return {"values": encoder_outputs, "keys": keys, "mask": None if mask is None else ops.cast(mask, "bool")}
 
-    def attend(self, query, memory, positions=None, training=False):
+    def attend(self, query, memory, positions=None, training=None):
         """`query (batch, t_q, units)` -> context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`.
         `positions`: int `(batch, t_q)` or `(t_q,)`, the queries' target steps, for a layer that reads them."""
         positions = dict(query_positions=positions) if self.tracks_position else {}
@@ -172,7 +172,7 @@ class Decoder(keras.layers.Layer):
 
     # -- one step ---------------------------------------------------------------------------------
 
-    def _step(self, embedded, state, memory, training=False):
+    def _step(self, embedded, state, memory, training=None):
         """One decoder step on the previous token's embedding `(batch, emb)`.
 
         Returns `(out (batch, units), attention (batch, t_in), state)`: `out` are the features the
@@ -198,13 +198,13 @@ class Decoder(keras.layers.Layer):
                 new_state["position"] = state["position"] + 1
         return out, attention[:, 0, :], new_state
 
-    def _rnn_step(self, x, state, training=False):
+    def _rnn_step(self, x, state, training=None):
         """The Keras GRU/LSTM cell on `x (batch, input)`: returns `h (batch, units)` and the new state."""
         states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
         h, new_states = self.rnn_layer.cell(x, states, training=training)
         return h, state_dict(self.rnn, new_states)
 
-    def _logits(self, out, training=False):
+    def _logits(self, out, training=None):
         """Output features `(..., units)` -> logits `(..., vocab)`, after dropout."""
         return self.logits_dense(self.dropout_layer(out, training=training))
 
@@ -228,7 +228,7 @@ class Decoder(keras.layers.Layer):
 
     # -- teacher forcing --------------------------------------------------------------------------
 
-    def call(self, target_in, encoder_outputs, state, encoder_outputs_mask=None, training=False, mask=None):
+    def call(self, target_in, encoder_outputs, state, encoder_outputs_mask=None, training=None, mask=None):
         # 1. Check the inputs; embed the shifted target and prepare what every step attends to.
         encoder_outputs_mask = self._check(target_in, encoder_outputs, state, encoder_outputs_mask, mask)
         memory = self.prepare_memory(encoder_outputs, encoder_outputs_mask)

@@ -70,7 +70,7 @@ class TransformerBlock(keras.layers.Layer):
         t or 1, t_keys)`, the pairs the self-attention may use. memory: decoder blocks: the
         cross-attention's `{"keys", "values", "mask"}`. cache: decoder steps: `{"keys", "values"}`
         of `(batch, heads, max_length, key_dim)` to write at `positions` and attend over.
-        training: bool.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(x (batch, t, units), cross weights (batch, heads, t, t_in) or None, cache or None)`.
@@ -106,7 +106,7 @@ class TransformerBlock(keras.layers.Layer):
         x = x + self.dropout_layer(out, training=training)
         return x if self.norm_first else self.norms[i](x)
 
-    def call(self, x, positions, self_mask=None, memory=None, cache=None, training=False):
+    def call(self, x, positions, self_mask=None, memory=None, cache=None, training=None):
         # 1. Self-attention (over the cache when stepping).
         out, cache = self.attend_to_self(self._before(x, 0), positions, self_mask, cache, training)
         x = self._after(x, out, 0, training)
@@ -181,7 +181,7 @@ class _Stack(keras.layers.Layer):
             block.build(x_shape, memory_shape)
         self.final_norm.build(x_shape)
 
-    def embed(self, ids, positions, training=False):
+    def embed(self, ids, positions, training=None):
         """`ids (batch, t)` at `positions (batch or 1, t)` -> `E[ids] * sqrt(units)` + positions."""
         x = self.embedding(ids) * ops.cast(math.sqrt(self.units), self.compute_dtype)  # (batch, t, units)
         if self.position_layer is not None:
@@ -236,7 +236,8 @@ class TransformerEncoder(_Stack):
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        source: int `(batch, t_in)`, right-padded with 0. training: bool. Whether dropout is active.
+        source: int `(batch, t_in)`, right-padded with 0.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(outputs, state, mask)`: outputs `(batch, t_in, units)` carrying the padding mask as their
@@ -260,7 +261,7 @@ class TransformerEncoder(_Stack):
     def build(self, source_shape):
         self.build_stack(source_shape)
 
-    def call(self, source, training=False):
+    def call(self, source, training=None):
         # 1. Embed and add positions; padding masked for every self-attention.
         ShapeChecker()("source", source, ("batch", "t_in"))
         mask = ops.not_equal(source, 0)  # (batch, t_in)
@@ -279,7 +280,7 @@ class TransformerEncoder(_Stack):
         """The outputs carry the source's padding mask (for a decoder or an attention layer next)."""
         return ops.not_equal(inputs, 0), {"h": None}, None
 
-    def compute_output_spec(self, source, training=False):
+    def compute_output_spec(self, source, training=None):
         batch, t_in = source.shape
         return (keras.KerasTensor((batch, t_in, self.units), self.compute_dtype),
                 {"h": keras.KerasTensor((batch, self.units), self.compute_dtype)},
@@ -313,7 +314,7 @@ class TransformerDecoder(_Stack):
         state: the encoder's state (checked, not used).
         encoder_outputs_mask: bool `(batch, t_in)`, `False` on source padding; taken from
             `encoder_outputs`' Keras mask when not given.
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)` carrying the target's Keras mask,
@@ -361,7 +362,7 @@ class TransformerDecoder(_Stack):
 
     # -- the blocks ---------------------------------------------------------------------------------
 
-    def run_blocks(self, ids, positions, memory, self_mask, cache=None, training=False):
+    def run_blocks(self, ids, positions, memory, self_mask, cache=None, training=None):
         """`ids (batch, t)` -> logits `(batch, t, vocab)`, every block's cross weights `(batch, heads,
         t, t_in)` and the new cache (or None when not stepping)."""
         x = self.embed(ids, positions, training)  # (batch, t, units)
@@ -398,7 +399,7 @@ class TransformerDecoder(_Stack):
 
     # -- teacher forcing --------------------------------------------------------------------------
 
-    def call(self, target_in, encoder_outputs, state=None, encoder_outputs_mask=None, training=False):
+    def call(self, target_in, encoder_outputs, state=None, encoder_outputs_mask=None, training=None):
         # 1. Every block's cross-attention keys and values; 2. all target positions at once, causally.
         crosses, logits = self._teacher_forced(target_in, encoder_outputs, encoder_outputs_mask, training)
         # 3. The attention returned: the last block's, averaged over heads.
