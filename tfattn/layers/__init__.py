@@ -7,8 +7,6 @@ Keras. `register()` imports them all: Keras then knows every tfattn layer by nam
 `keras.saving.load_model` needs; `import tfattn` calls it.
 """
 
-import importlib
-
 _EXPORTS = {
     "AttentionCell": "cell",
     "BahdanauAttention": "bahdanau",
@@ -31,15 +29,20 @@ __all__ = sorted(_EXPORTS)
 
 
 def register():
-    """Imports every layer module, registering the layers with Keras (`keras.saving.get_registered_object`)."""
-    for module in sorted(set(_EXPORTS.values())):
-        importlib.import_module(f"tfattn.layers.{module}")
+    """Imports every layer module, registering the layers with Keras (`keras.saving.get_registered_object`);
+    returns them by name."""
+    from tfattn.layers import (attention, bahdanau, baseline, cell, decoder, encoder, luong, multihead, positions,
+                               transformer)
+
+    return {"attention": attention, "bahdanau": bahdanau, "baseline": baseline, "cell": cell, "decoder": decoder,
+            "encoder": encoder, "luong": luong, "multihead": multihead, "positions": positions,
+            "transformer": transformer}
 
 
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'tfattn.layers' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"tfattn.layers.{_EXPORTS[name]}"), name)
+    value = getattr(register()[_EXPORTS[name]], name)
     globals()[name] = value
     return value
 
