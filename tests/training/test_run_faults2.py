@@ -146,9 +146,9 @@ def diverging_at(monkeypatch, bad_step):
     does not on the dates corpus)."""
     import tfattn.training.trainer as trainer
 
-    real = trainer.make_train_step
+    real = trainer.train_step_on
 
-    def make_train_step(model, optimizer, *args, **kwargs):
+    def train_step_on(model, optimizer, *args, **kwargs):
         step = real(model, optimizer, *args, **kwargs)
 
         def train_step(source, target):
@@ -161,7 +161,7 @@ def diverging_at(monkeypatch, bad_step):
 
         return train_step
 
-    monkeypatch.setattr(trainer, "make_train_step", make_train_step)
+    monkeypatch.setattr(trainer, "train_step_on", train_step_on)
 
 
 @pytest.mark.parametrize("bad_step, every, kept", [(5, 10, 1), (15, 10, 11), (5, 500, 1)])
