@@ -3,8 +3,8 @@
 Every notebook in notebooks/ follows one pattern (notebooks/README.md says it for their authors):
 - its first cell (Markdown) opens with the Open-in-Colab badge of its own path;
 - its first code cell is the install cell, the same in every notebook but for its `REQUIREMENT` line;
-- its second code cell, the setup cell, quiets TensorFlow before it loads and is the only cell that
-  reads the quick switch (`TFATTN_NOTEBOOK_QUICK`);
+- its second code cell (its third, after a parameter cell of Colab form fields), the setup cell, quiets
+  TensorFlow before it loads and is the only cell that reads the quick switch (`TFATTN_NOTEBOOK_QUICK`);
 - the solutions of its exercises sit in Markdown `<details>` blocks; they run here too, after the
   notebook, in the same kernel.
 
@@ -155,14 +155,17 @@ def test_the_pattern_badge_install_cell_setup_cell(path):
     badge = f"https://colab.research.google.com/github/tfattn/tfattn/blob/main/notebooks/{path.name}"
     assert notebook.cells[0].cell_type == "markdown" and badge in notebook.cells[0].source, (
         f"{path.name}: the first cell should open with the Open-in-Colab badge, a link to {badge}")
-    first, second = code_cells(notebook)[:2]
+    cells = code_cells(notebook)
+    first = cells[0]
+    setup = 2 if len(cells) > 2 and "# @param" in cells[1].source else 1  # after a parameter cell (a Colab form)
+    second = cells[setup]
     template = code_cells(load(NOTEBOOKS[0]))[0].source
     assert REQUIREMENT_LINE.search(first.source), f"{path.name}: the install cell has no REQUIREMENT line"
     assert f'"git+{REPOSITORY}"' in template, f"the install cell should install from {REPOSITORY} by default"
     assert REQUIREMENT_LINE.sub("", first.source) == REQUIREMENT_LINE.sub("", template), (
         f"{path.name}: the install cell differs from {NOTEBOOKS[0].name}'s beyond its REQUIREMENT line")
-    reading = [i for i, cell in enumerate(code_cells(notebook)) if QUICK_SWITCH in cell.source]
-    assert reading in ([], [1]), f"{path.name}: {QUICK_SWITCH} is read in code cells {reading}, not the setup cell (1)"
+    reading = [i for i, cell in enumerate(cells) if QUICK_SWITCH in cell.source]
+    assert reading in ([], [setup]), f"{path.name}: {QUICK_SWITCH} is read in code cells {reading}, not the setup cell ({setup})"
     assert 'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")' in second.source, (
         f"{path.name}: the setup cell should set TF_CPP_MIN_LOG_LEVEL before TensorFlow loads")
 
