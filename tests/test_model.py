@@ -264,6 +264,7 @@ def test_model_config_errors_name_the_field(field, value):
         (dict(attention="bahdanau", heads=2), r"heads=2 with attention='bahdanau'"),
         (dict(attention="luong", heads=2, local="p"), r"global and soft.*heads=2, local='p'"),
         (dict(attention="transformer", heads=3, units=16), r"heads must divide units.*heads=3, units=16"),
+        (dict(attention="bahdanau", feed_summary=False), r"feed_summary=False with attention='bahdanau'"),
     ],
 )
 def test_model_config_refuses_what_a_kind_lacks(fields, message):
@@ -276,6 +277,7 @@ def test_model_config_refuses_what_a_kind_lacks(fields, message):
     dict(attention="luong", heads=4, units=16),
     dict(attention="luong", local="p", window=3, hard=True),
     dict(attention="transformer", units=7, heads=7),  # no bidirectional RNN: an odd size is fine
+    dict(attention="none", feed_summary=False),
 ])
 def test_model_config_takes_every_kind_it_documents(fields):
     ModelConfig(**fields)

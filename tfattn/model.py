@@ -44,6 +44,8 @@ class ModelConfig:
         heads: attention heads of the self-attention encoder and decoder, and of a Luong decoder's
             cross-attention (multi-head when > 1; global and soft). Must divide `units`.
         input_feeding: Luong only: feed the attentional vector to the next step.
+        feed_summary: `"none"` only: the decoder reads the source's summary at every step (Cho et al.
+            2014); `False`: only as its first state (Sutskever et al. 2014).
         encoder: `"rnn"` or `"transformer"` (self-attention) for the RNN decoders; the Transformer
             always has a self-attention encoder.
         positions: self-attention only: `"sinusoidal"`, `"learned"` or `"relative"` positions.
@@ -67,6 +69,7 @@ class ModelConfig:
     hard: bool = False
     heads: int = 1
     input_feeding: bool = True
+    feed_summary: bool = True
     encoder: str = "rnn"
     positions: str = "sinusoidal"
     relative_clip: int = 16
@@ -109,6 +112,9 @@ class ModelConfig:
         if self.heads > 1 and kind == "luong" and (self.local is not None or self.hard):
             raise ValueError(f"multi-head attention is global and soft: drop local/hard or set heads=1. "
                              f"Received: heads={self.heads}, local={self.local!r}, hard={self.hard}")
+        if not self.feed_summary and kind != "none":
+            raise ValueError(f"feed_summary=False is the no-attention decoder's (Sutskever et al. 2014): use "
+                             f"attention='none'. Received: feed_summary=False with attention={kind!r}")
         if self.units % self.heads:
             raise ValueError(f"heads must divide units. Received: heads={self.heads}, units={self.units}")
         if self.encoder == "rnn" and self.bidirectional and self.units % 2 and kind != "transformer":
@@ -131,7 +137,7 @@ def make_model(config, source_vocab_size, target_vocab_size):
                                      dropout=c.dropout, name="decoder")
     elif c.attention == "none":
         decoder = NoAttentionDecoder(target_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, dropout=c.dropout,
-                                     name="decoder")
+                                     feed_summary=c.feed_summary, name="decoder")
     else:
         decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=c.attention,
                           attention_layer=make_attention(c), input_feeding=c.input_feeding, rnn=c.rnn,
