@@ -19,6 +19,7 @@ from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int, rate
 from tfattn.layers.encoder import make_rnn, state_dict
+from tfattn.layers.tied import add_bias, check_tied, tied_logits
 
 
 @keras.saving.register_keras_serializable(package="tfattn")
@@ -31,6 +32,8 @@ class NoAttentionDecoder(keras.layers.Layer):
         units: int. Size of the recurrent state (the encoder's `units`).
         rnn: str. `"gru"` or `"lstm"`. Defaults to `"gru"`.
         dropout: float. Dropout on embeddings and on the output features. Defaults to `0.0`.
+        tie_embeddings: bool. Logits `t_t @ E^T + b` from the target embedding table (Press & Wolf
+            2017, `tfattn.layers.tied`): needs `embedding_dim == units`. Defaults to `False`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -67,19 +70,21 @@ class NoAttentionDecoder(keras.layers.Layer):
 
     attention = "none"
 
-    def __init__(self, vocab_size, embedding_dim, units, rnn="gru", dropout=0.0, **kwargs):
+    def __init__(self, vocab_size, embedding_dim, units, rnn="gru", dropout=0.0, tie_embeddings=False, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = positive_int("vocab_size", vocab_size)
         self.embedding_dim = positive_int("embedding_dim", embedding_dim)
         self.units = positive_int("units", units)
         self.rnn = rnn
         self.dropout = rate("dropout", dropout)
+        self.tie_embeddings = check_tied(tie_embeddings, self.embedding_dim, self.units)
         dtype = self.dtype_policy
         self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding", dtype=dtype)
         self.rnn_layer = make_rnn(rnn, self.units, name=rnn, dtype=dtype)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
         self.hidden_dense = keras.layers.Dense(self.units, activation="tanh", name="hidden_dense", dtype=dtype)
-        self.logits_dense = keras.layers.Dense(self.vocab_size, name="logits_dense", dtype=dtype)
+        self.logits_dense = None if self.tie_embeddings else keras.layers.Dense(self.vocab_size, name="logits_dense",
+                                                                                dtype=dtype)
         self.supports_masking = True
 
     def build(self, target_in_shape, encoder_outputs_shape=None, state_shape=None):
@@ -87,7 +92,10 @@ class NoAttentionDecoder(keras.layers.Layer):
         self.embedding.build(target_in_shape)
         self.rnn_layer.build((batch, None, self.embedding_dim + self.units))  # [E y_{t-1}; c]
         self.hidden_dense.build((batch, 2 * self.units + self.embedding_dim))  # [s_t; c; E y_{t-1}]
-        self.logits_dense.build((batch, self.units))
+        if self.tie_embeddings:
+            self.logits_bias = add_bias(self, self.vocab_size)
+        else:
+            self.logits_dense.build((batch, self.units))
 
     def initial_state(self, encoder_state):
         """`{"h": c, ("c": ...), "summary": c}`: the RNN starts from the summary and keeps it."""
@@ -117,7 +125,7 @@ class NoAttentionDecoder(keras.layers.Layer):
         states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
         h, new_states = self.rnn_layer.cell(ops.concatenate([embedded, summary], axis=-1), states)
         new_state = {**state_dict(self.rnn, new_states), "summary": summary}
-        logits = self.logits_dense(self._features(h, summary, embedded))  # (batch, vocab)
+        logits = self._logits(self._features(h, summary, embedded))  # (batch, vocab)
         zeros = ops.zeros_like(ops.cast(memory["mask"], logits.dtype))  # (batch, t_in)
         return logits, zeros, new_state
 
@@ -141,10 +149,16 @@ class NoAttentionDecoder(keras.layers.Layer):
                                training=training)  # (batch, t_out, units)
         # 2. The output features and the logits of every position at once.
         out = self._features(h, repeated, embedded)  # (batch, t_out, units)
-        logits = self.logits_dense(self.dropout_layer(out, training=training))  # (batch, t_out, vocab)
+        logits = self._logits(self.dropout_layer(out, training=training))  # (batch, t_out, vocab)
         attention = ops.zeros((ops.shape(target_in)[0], ops.shape(target_in)[1], ops.shape(encoder_outputs)[1]),
                               logits.dtype)  # (batch, t_out, t_in)
         return logits, attention
+
+    def _logits(self, features):
+        """`(..., units)` -> `(..., vocab)`: `logits_dense`, or tied to the embedding table."""
+        if self.tie_embeddings:
+            return tied_logits(features, self.embedding.embeddings, self.logits_bias)
+        return self.logits_dense(features)
 
     def compute_mask(self, inputs, mask=None):
         """The logits carry the target's padding mask; the attention carries none."""
@@ -158,4 +172,5 @@ class NoAttentionDecoder(keras.layers.Layer):
             "units": self.units,
             "rnn": self.rnn,
             "dropout": self.dropout,
+            "tie_embeddings": self.tie_embeddings,
         }
