@@ -89,7 +89,8 @@ def data(tiny, steps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30, help="batches timed per setting and round (units > 256: a third)")
+    parser.add_argument("--steps", type=int, default=30,
+                        help="batches timed per setting and round (units > 256: a third)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--units", default="256,1024", help="comma-separated sizes (default: 256,1024)")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")

@@ -189,7 +189,8 @@ def score(export_dir, pairs, beam):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=sorted(KINDS), help="a model kind or row (overrides --attention and its flags)")
+    parser.add_argument("--model", choices=sorted(KINDS),
+                        help="a model kind or row (overrides --attention and its flags)")
     parser.add_argument("--attention", choices=("luong", "bahdanau"), default="bahdanau")
     parser.add_argument("--score", default="general")
     parser.add_argument("--input-feeding", action="store_true")

@@ -111,7 +111,8 @@ def measure(c, data, steps, source_vocab, target_vocab, precision="float32", pee
               "padding_fraction": 1 - tokens / padded, "gflops": flops / seconds / 1e9}
     if peer is not None:
         rate = peer_figures["tokens"] / peer_figures["seconds"]
-        result["peer"] = {"steps": peer_figures["steps"], "s_per_step": round(peer_figures["seconds"] / peer_figures["steps"], 4),
+        result["peer"] = {"steps": peer_figures["steps"],
+                          "s_per_step": round(peer_figures["seconds"] / peer_figures["steps"], 4),
                           "nonpad_target_tokens_per_s": round(rate),
                           "tokens_per_s_ratio": round(result["nonpad_target_tokens_per_s"] / rate, 2)}
     return result
