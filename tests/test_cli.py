@@ -146,6 +146,36 @@ def test_models_with_multihead_attention_warm_up_by_default(flags, warmup, tmp_p
     assert run_config(build_parser().parse_args(train + flags)).train.warmup_steps == warmup
 
 
+@pytest.mark.parametrize("flags, field, want", [
+    ([], ("train", "label_smoothing"), 0.0),
+    (["--label-smoothing", "0.1"], ("train", "label_smoothing"), 0.1),
+    ([], ("model", "tie_embeddings"), False),
+    (["--tie-embeddings"], ("model", "tie_embeddings"), True),
+    ([], ("model", "norm"), "pre"),
+    (["--attention", "transformer", "--norm", "post"], ("model", "norm"), "post"),
+    ([], ("train", "precision_asked"), "auto"),  # --precision auto is the default, resolved in the config
+    (["--precision", "float32"], ("train", "precision"), "float32"),
+    (["--precision", "float32"], ("train", "precision_asked"), None),
+    (["--precision", "mixed_bfloat16"], ("train", "precision"), "mixed_bfloat16"),
+])
+def test_issue_44_flags_set_their_fields(flags, field, want, tmp_path):
+    from tfattn.cli import build_parser, run_config
+
+    train = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
+    section, name = field
+    assert getattr(getattr(run_config(build_parser().parse_args(train + flags)), section), name) == want
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "x", "nan"])
+def test_label_smoothing_outside_0_1_exits_2(value, capsys):
+    from tfattn.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["train", "--corpus", "c", "--out", "r", "--label-smoothing", value])
+    assert exit.value.code == 2
+    assert f"expected a number in [0, 1). Received: {value!r}" in capsys.readouterr().err
+
+
 def test_luong_scores_are_scaled_unless_no_scale(tmp_path):
     from tfattn.cli import build_parser, run_config
 

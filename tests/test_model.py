@@ -142,6 +142,9 @@ def test_config_round_trip(case):
         pytest.param({"score": "location", "scale": True, "input_feeding": False, "max_source_length": 4},
                      id="luong-location"),
         pytest.param({"score": "dot", "rnn": "lstm", "num_layers": 2}, id="luong-dot-lstm"),
+        pytest.param({"attention": "bahdanau", "tie_embeddings": True, "embedding_dim": UNITS}, id="bahdanau-tied"),
+        pytest.param({"attention": "transformer", "heads": 2, "tie_embeddings": True, "norm": "post"},
+                     id="transformer-tied-post"),
     ],
 )
 def test_keras_file_round_trip(overrides, tmp_path):

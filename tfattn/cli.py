@@ -452,7 +452,8 @@ def run_config(args):
                         input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
                         relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
                         units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
-                        max_source_length=args.max_length, max_target_length=args.max_length)
+                        max_source_length=args.max_length, max_target_length=args.max_length,
+                        tie_embeddings=args.tie_embeddings, norm=args.norm)
     epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
                         epochs=epochs, time_budget=args.time_budget, seed=args.seed, accel=args.accel,
@@ -471,8 +472,10 @@ def _with_training_flags(args, config):
 
     train = dataclasses.replace(config.train, warmup_steps=args.warmup_steps,  # None: the model's default
                                 schedule=args.schedule.replace("-", "_"), precision=args.precision,
+                                precision_asked=None,  # "auto" is resolved (and said) by the RunConfig
                                 max_nonfinite=args.max_nonfinite, deterministic=args.deterministic,
-                                log_every=args.log_every, jit_compile=args.jit_compile)
+                                log_every=args.log_every, jit_compile=args.jit_compile,
+                                label_smoothing=args.label_smoothing)
     multiple = args.pad_to_multiple or (8 if args.jit_compile else 1)
     data = dataclasses.replace(config.data, pad_to_multiple=multiple)
     validation = ValidationConfig(every=args.validate_every, sample=args.bleu_sample, best_by=args.best_by,
@@ -556,6 +559,12 @@ def _add_model_flags(m):
     m.add_argument("--relative-clip", type=positive_int, default=16,
                    help="relative positions: the largest distance told apart (default: 16)")
     m.add_argument("--ff-dim", type=positive_int, help="self-attention: feed-forward size (default: 4 * units)")
+    m.add_argument("--norm", choices=("pre", "post"), default="pre",
+                   help="self-attention: layer norm before each sublayer (pre) or after each residual, as "
+                        "Vaswani et al. (post) (default: pre)")
+    m.add_argument("--tie-embeddings", action="store_true",
+                   help="the decoder's output projection is its target embedding table, transposed (Press & "
+                        "Wolf 2017); RNN decoders need --embedding-dim equal to --units")
     m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
     m.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
                    help="Luong: a learned scalar on the scores, starting at 1/sqrt(units) for dot and general; "
@@ -620,12 +629,17 @@ def _add_training_flags(g):
     g.add_argument("--warmup-steps", type=non_negative_int,
                    help="linear warm-up of the learning rate from 0 over this many steps (default: 1000 with "
                         "multi-head attention: the Transformer, --encoder transformer or --heads > 1; else 0)")
+    g.add_argument("--label-smoothing", type=fraction, default=0.0, metavar="E",
+                   help="label smoothing of the training loss: 1 - E on the label, E spread over the vocabulary "
+                        "(Vaswani et al. use 0.1); validation loss stays the plain NLL (default: 0)")
     g.add_argument("--schedule", choices=("constant", "cosine", "inverse-sqrt"), default="cosine",
                    help="the learning rate after the warm-up: cosine (over --decay-steps; constant without "
                         "them), constant, or inverse-sqrt (peak * sqrt(warmup / step)) (default: cosine)")
-    g.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"), default="float32",
+    g.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"), default="auto",
                    help="Keras dtype policy: mixed ones compute in 16 bits with float32 weights (float16 with "
-                        "loss scaling) and train on the reference tier; exports serve in float32 (default: float32)")
+                        "loss scaling, on the reference tier); auto is mixed_bfloat16 where the hardware computes "
+                        "bfloat16 fast (a CPU with AMX, a GPU of compute capability 8.0 or more), else float32, "
+                        "logged and written into config.json; exports serve in float32 (default: auto)")
     g.add_argument("--max-nonfinite", type=positive_int, default=5, metavar="K",
                    help="a step with a NaN or infinite loss is skipped and counted; K in a row stop the run "
                         "(exit status 2), its last good checkpoint kept (default: 5)")
@@ -724,6 +738,17 @@ def share(value):
         number = math.nan
     if not 0 < number <= 1:  # NaN too
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], such as 0.995. Received: {value!r}")
+    return number
+
+
+def fraction(value):
+    """An argparse type: a number in [0, 1)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0.0 <= number < 1.0:  # also NaN
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1). Received: {value!r}")
     return number
 
 

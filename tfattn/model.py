@@ -12,7 +12,7 @@ from tfattn.layers.baseline import NoAttentionDecoder
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
 from tfattn.layers.multihead import MultiHeadAttention
-from tfattn.layers.options import ATTENTIONS, ENCODERS, LOCALS, POSITIONS, RNNS, SCORES  # noqa: F401 (public here too)
+from tfattn.layers.options import ATTENTIONS, ENCODERS, LOCALS, NORMS, POSITIONS, RNNS, SCORES  # noqa: F401 (public here too)
 from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder
 from tfattn.training import step
 
@@ -58,6 +58,11 @@ class ModelConfig:
         dropout: dropout rate in encoder and decoder.
         max_source_length: source positions the `"location"` score and learned positions cover.
         max_target_length: target positions a Transformer decoder covers (its key/value cache).
+        tie_embeddings: the decoder's vocabulary projection is its target embedding table,
+            transposed, plus a bias (Press & Wolf 2017, `tfattn.layers.tied`). Every decoder has it;
+            an RNN decoder needs `embedding_dim == units` (the Transformer's embedding is `units`).
+        norm: self-attention only: `"pre"` (layer norm before each sublayer, and a final one) or
+            `"post"` (after each residual, as Vaswani et al. 2017).
     """
 
     attention: str = "luong"
@@ -82,10 +87,12 @@ class ModelConfig:
     dropout: float = 0.0
     max_source_length: int = 64
     max_target_length: int = 64
+    tie_embeddings: bool = False
+    norm: str = "pre"
 
     def __post_init__(self):
         for name, choices in (("attention", ATTENTIONS), ("rnn", RNNS), ("score", SCORES), ("local", LOCALS),
-                              ("encoder", ENCODERS), ("positions", POSITIONS)):
+                              ("encoder", ENCODERS), ("positions", POSITIONS), ("norm", NORMS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {choices}. Received: {name}={getattr(self, name)!r}")
         for name in ("embedding_dim", "units", "num_layers", "max_source_length", "max_target_length", "window",
@@ -134,14 +141,15 @@ def make_model(config, source_vocab_size, target_vocab_size):
         decoder = TransformerDecoder(target_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
                                      num_layers=c.num_layers, positions=c.positions,
                                      max_length=c.max_target_length, relative_clip=c.relative_clip,
-                                     dropout=c.dropout, name="decoder")
+                                     dropout=c.dropout, norm_first=c.norm == "pre",
+                                     tie_embeddings=c.tie_embeddings, name="decoder")
     elif c.attention == "none":
         decoder = NoAttentionDecoder(target_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, dropout=c.dropout,
-                                     feed_summary=c.feed_summary, name="decoder")
+                                     feed_summary=c.feed_summary, tie_embeddings=c.tie_embeddings, name="decoder")
     else:
         decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=c.attention,
                           attention_layer=make_attention(c), input_feeding=c.input_feeding, rnn=c.rnn,
-                          dropout=c.dropout, name="decoder")
+                          dropout=c.dropout, tie_embeddings=c.tie_embeddings, name="decoder")
     return Seq2Seq(encoder, decoder)
 
 
@@ -151,7 +159,8 @@ def make_encoder(config, source_vocab_size):
     if c.self_attention_encoder:
         return TransformerEncoder(source_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
                                   num_layers=c.num_layers, positions=c.positions, max_length=c.max_source_length,
-                                  relative_clip=c.relative_clip, dropout=c.dropout, name="encoder")
+                                  relative_clip=c.relative_clip, dropout=c.dropout, norm_first=c.norm == "pre",
+                                  name="encoder")
     return Encoder(source_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, bidirectional=c.bidirectional,
                    num_layers=c.num_layers, dropout=c.dropout, name="encoder")
 

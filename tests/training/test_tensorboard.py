@@ -96,7 +96,10 @@ def test_the_config_is_written_as_hparams(board_run):
     info = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
     assert info.hparams["model.units"].number_value == 16
     assert info.hparams["train.learning_rate"].number_value == pytest.approx(0.003)
-    assert info.hparams["train.precision"].string_value == "float32"
+    from tfattn.training.precision import auto_precision
+
+    assert info.hparams["train.precision"].string_value == auto_precision()[0]  # --precision auto, resolved
+    assert info.hparams["train.precision_asked"].string_value == "auto"
 
 
 @pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long

@@ -25,6 +25,7 @@ from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int, rate
 from tfattn.layers.encoder import make_rnn, state_dict
+from tfattn.layers.tied import add_bias, check_tied, tied_logits
 
 
 @keras.saving.register_keras_serializable(package="tfattn")
@@ -44,6 +45,8 @@ class NoAttentionDecoder(keras.layers.Layer):
         feed_summary: bool. Read the summary `c` at every step (the RNN's input and the output
             layer's), as Cho et al. do; `False`: only as the first state, as Sutskever et al. do.
             Defaults to `True`.
+        tie_embeddings: bool. Logits `t_t @ E^T + b` from the target embedding table (Press & Wolf
+            2017, `tfattn.layers.tied`): needs `embedding_dim == units`. Defaults to `False`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -82,7 +85,8 @@ class NoAttentionDecoder(keras.layers.Layer):
 
     attention = "none"
 
-    def __init__(self, vocab_size, embedding_dim, units, rnn="gru", dropout=0.0, feed_summary=True, **kwargs):
+    def __init__(self, vocab_size, embedding_dim, units, rnn="gru", dropout=0.0, feed_summary=True,
+                 tie_embeddings=False, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = positive_int("vocab_size", vocab_size)
         self.embedding_dim = positive_int("embedding_dim", embedding_dim)
@@ -92,12 +96,14 @@ class NoAttentionDecoder(keras.layers.Layer):
         if not isinstance(feed_summary, bool):
             raise ValueError(f"feed_summary must be True or False. Received: feed_summary={feed_summary!r}")
         self.feed_summary = feed_summary
+        self.tie_embeddings = check_tied(tie_embeddings, self.embedding_dim, self.units)
         dtype = self.dtype_policy
         self.embedding = keras.layers.Embedding(self.vocab_size, self.embedding_dim, name="embedding", dtype=dtype)
         self.rnn_layer = make_rnn(rnn, self.units, name=rnn, dtype=dtype)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
         self.hidden_dense = keras.layers.Dense(self.units, activation="tanh", name="hidden_dense", dtype=dtype)
-        self.logits_dense = keras.layers.Dense(self.vocab_size, name="logits_dense", dtype=dtype)
+        self.logits_dense = None if self.tie_embeddings else keras.layers.Dense(self.vocab_size, name="logits_dense",
+                                                                                dtype=dtype)
         self.supports_masking = True
 
     def build(self, target_in_shape, encoder_outputs_shape=None, state_shape=None):
@@ -106,7 +112,10 @@ class NoAttentionDecoder(keras.layers.Layer):
         self.embedding.build(target_in_shape)
         self.rnn_layer.build((batch, None, self.embedding_dim + summary))  # [E y_{t-1}; c] or E y_{t-1}
         self.hidden_dense.build((batch, self.units + summary + self.embedding_dim))  # [s_t; c; E y_{t-1}]
-        self.logits_dense.build((batch, self.units))
+        if self.tie_embeddings:
+            self.logits_bias = add_bias(self, self.vocab_size)
+        else:
+            self.logits_dense.build((batch, self.units))
 
     def initial_state(self, encoder_state):
         """`{"h": c, ("c": ...), "summary": c}`: the RNN starts from the summary and keeps it (only
@@ -144,7 +153,7 @@ class NoAttentionDecoder(keras.layers.Layer):
         new_state = state_dict(self.rnn, new_states)
         if summary is not None:
             new_state["summary"] = summary
-        logits = self.logits_dense(self._features(h, summary, embedded))  # (batch, vocab)
+        logits = self._logits(self._features(h, summary, embedded))  # (batch, vocab)
         zeros = ops.zeros_like(ops.cast(memory["mask"], logits.dtype))  # (batch, t_in)
         return logits, zeros, new_state
 
@@ -169,10 +178,16 @@ class NoAttentionDecoder(keras.layers.Layer):
                                training=training)  # (batch, t_out, units)
         # 2. The output features and the logits of every position at once.
         out = self._features(h, repeated, embedded)  # (batch, t_out, units)
-        logits = self.logits_dense(self.dropout_layer(out, training=training))  # (batch, t_out, vocab)
+        logits = self._logits(self.dropout_layer(out, training=training))  # (batch, t_out, vocab)
         attention = ops.zeros((ops.shape(target_in)[0], ops.shape(target_in)[1], ops.shape(encoder_outputs)[1]),
                               logits.dtype)  # (batch, t_out, t_in)
         return logits, attention
+
+    def _logits(self, features):
+        """`(..., units)` -> `(..., vocab)`: `logits_dense`, or tied to the embedding table."""
+        if self.tie_embeddings:
+            return tied_logits(features, self.embedding.embeddings, self.logits_bias)
+        return self.logits_dense(features)
 
     def compute_mask(self, inputs, mask=None):
         """The logits carry the target's padding mask; the attention carries none."""
@@ -187,4 +202,5 @@ class NoAttentionDecoder(keras.layers.Layer):
             "rnn": self.rnn,
             "dropout": self.dropout,
             "feed_summary": self.feed_summary,
+            "tie_embeddings": self.tie_embeddings,
         }

@@ -25,6 +25,7 @@ from tfattn.layers.bahdanau import BahdanauAttention
 from tfattn.layers.luong import LuongAttention
 from tfattn.layers.checks import ShapeChecker, positive_int, rate
 from tfattn.layers.encoder import make_rnn, state_dict
+from tfattn.layers.tied import add_bias, check_tied, tied_logits
 
 STYLES = ("bahdanau", "luong")
 
@@ -57,6 +58,9 @@ class Decoder(keras.layers.Layer):
         input_feeding: bool. Luong style only: feed `h~_{t-1}` to the next step. Defaults to `True`.
         rnn: str. `"gru"` or `"lstm"`. Defaults to `"gru"`.
         dropout: float. Dropout on embeddings and on the output features. Defaults to `0.0`.
+        tie_embeddings: bool. The vocabulary projection is the target embedding table, transposed,
+            plus a bias (Press & Wolf 2017; `tfattn.layers.tied`): needs `embedding_dim == units`.
+            Defaults to `False`: a projection of its own (`logits_dense`).
         **kwargs: base layer arguments (`name`, `dtype`, ...). `style=` is the deprecated name of
             `attention`, and a layer passed as `attention` is taken as `attention_layer`.
 
@@ -75,7 +79,8 @@ class Decoder(keras.layers.Layer):
     Attributes:
         embedding, rnn_layer (its `cell` is the step's RNN), attention_layer, hidden_dense (Bahdanau's
         `tanh` output layer, Luong's `W_c`), logits_dense, dropout_layer: the sub-layers, in the
-        order the step uses them. `initial_state`, `prepare_memory` and `step` are public too: the
+        order the step uses them; with `tie_embeddings`, `logits_dense` is None and `logits_bias`
+        the projection's bias. `initial_state`, `prepare_memory` and `step` are public too: the
         decoding loops and the fast tier (`tfattn.accel`) use only these.
 
     Example:
@@ -89,7 +94,7 @@ class Decoder(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, embedding_dim, units, attention="bahdanau", attention_layer=None,
-                 input_feeding=True, rnn="gru", dropout=0.0, **kwargs):
+                 input_feeding=True, rnn="gru", dropout=0.0, tie_embeddings=False, **kwargs):
         attention, attention_layer = _style_arguments(attention, attention_layer, kwargs)
         super().__init__(**kwargs)
         self.vocab_size = positive_int("vocab_size", vocab_size)
@@ -99,6 +104,7 @@ class Decoder(keras.layers.Layer):
         self.input_feeding = input_feeding
         self.rnn = rnn
         self.dropout = rate("dropout", dropout)
+        self.tie_embeddings = check_tied(tie_embeddings, self.embedding_dim, self.units)
         dtype = self.dtype_policy  # sub-layers compute in the decoder's dtype (e.g. "float16")
         self.attention_layer = attention_layer or (
             BahdanauAttention(self.units, dtype=dtype) if attention == "bahdanau" else LuongAttention(dtype=dtype))
@@ -113,7 +119,8 @@ class Decoder(keras.layers.Layer):
         # Bahdanau: t_i = tanh(W [s_i; c_i; E y_{i-1}] + b).  Luong: h~_t = tanh(W_c [c_t; h_t]).
         self.hidden_dense = keras.layers.Dense(self.units, activation="tanh", use_bias=attention == "bahdanau",
                                                name="hidden_dense", dtype=dtype)
-        self.logits_dense = keras.layers.Dense(self.vocab_size, name="logits_dense", dtype=dtype)
+        self.logits_dense = None if self.tie_embeddings else keras.layers.Dense(self.vocab_size, name="logits_dense",
+                                                                                dtype=dtype)
         self.supports_masking = True
 
     @property
@@ -141,7 +148,10 @@ class Decoder(keras.layers.Layer):
             self.attention_layer.build((batch, None, self.units), encoder_outputs_shape)
         hidden_input = self.units + dv + (self.embedding_dim if self.attention == "bahdanau" else 0)
         self.hidden_dense.build((batch, hidden_input))
-        self.logits_dense.build((batch, self.units))
+        if self.tie_embeddings:
+            self.logits_bias = add_bias(self, self.vocab_size)
+        else:
+            self.logits_dense.build((batch, self.units))
 
     # -- state and memory -------------------------------------------------------------------------
 
@@ -206,7 +216,10 @@ class Decoder(keras.layers.Layer):
 
     def _logits(self, out, training=None):
         """Output features `(..., units)` -> logits `(..., vocab)`, after dropout."""
-        return self.logits_dense(self.dropout_layer(out, training=training))
+        out = self.dropout_layer(out, training=training)
+        if self.tie_embeddings:
+            return tied_logits(out, self.embedding.embeddings, self.logits_bias)  # (..., vocab)
+        return self.logits_dense(out)
 
     def step(self, token, state, memory):
         """One inference step.
@@ -308,6 +321,7 @@ class Decoder(keras.layers.Layer):
             "input_feeding": self.input_feeding,
             "rnn": self.rnn,
             "dropout": self.dropout,
+            "tie_embeddings": self.tie_embeddings,
         }
 
     @classmethod

@@ -29,6 +29,7 @@ from tfattn.layers.checks import ShapeChecker, positive_int, rate
 from tfattn.layers.multihead import MultiHeadAttention, causal_mask
 from tfattn.layers.options import POSITIONS
 from tfattn.layers.positions import LearnedPositions, SinusoidalPositions, default_positions
+from tfattn.layers.tied import add_bias, tied_logits
 
 
 def check_sizes(units, heads, positions, ff_dim):
@@ -169,7 +170,10 @@ class _Stack(keras.layers.Layer):
         self.blocks = [TransformerBlock(self.units, self.heads, self.ff_dim, cross=cross, relative_clip=clip,
                                         dropout=self.dropout, norm_first=self.norm_first, name=f"block_{i}",
                                         dtype=dtype) for i in range(self.num_layers)]
-        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm", dtype=dtype)
+        # Pre-norm stacks end with a layer norm; post-norm ones end normalized already (and a weight no
+        # call reads would get no gradient).
+        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm", dtype=dtype) \
+            if self.norm_first else None
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
 
     def build_stack(self, ids_shape, memory_shape=None):
@@ -179,7 +183,8 @@ class _Stack(keras.layers.Layer):
             self.position_layer.build(x_shape)
         for block in self.blocks:
             block.build(x_shape, memory_shape)
-        self.final_norm.build(x_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(x_shape)
 
     def embed(self, ids, positions, training=None):
         """`ids (batch, t)` at `positions (batch or 1, t)` -> `E[ids] * sqrt(units)` + positions."""
@@ -192,7 +197,7 @@ class _Stack(keras.layers.Layer):
 
     def finish(self, x):
         """The final layer norm of the pre-norm stack (the post-norm stack ends normalized)."""
-        return self.final_norm(x) if self.norm_first else x
+        return x if self.final_norm is None else self.final_norm(x)
 
     def get_config(self):
         return {
@@ -302,6 +307,9 @@ class TransformerDecoder(_Stack):
         units: int. Model size; the encoder's `units`.
         heads, ff_dim, num_layers, positions, relative_clip, dropout, norm_first: as
             `TransformerEncoder` takes them.
+        tie_embeddings: bool. The logits are the last features times the target embedding table,
+            transposed, plus a bias (Press & Wolf 2017; Vaswani et al. section 3.4 share it with the
+            pre-softmax projection; `tfattn.layers.tied`). Defaults to `False`: `logits_dense`.
         max_length: int. The cache holds `max_length` target positions (and `"learned"` positions
             have as many vectors): a teacher-forced target may have at most `max_length` steps and
             `step` at most `max_length` calls per sentence (keep `DecodeConfig.max_length` at or
@@ -332,13 +340,18 @@ class TransformerDecoder(_Stack):
     Reference: Vaswani et al. 2017, arXiv 1706.03762, section 3.1 (decoder), 3.2.3 (masking) and 3.4.
     """
 
-    def __init__(self, vocab_size, units, **kwargs):
+    def __init__(self, vocab_size, units, tie_embeddings=False, **kwargs):
         super().__init__(vocab_size, units, cross=True, **kwargs)
-        self.logits_dense = keras.layers.Dense(self.vocab_size, name="logits_dense", dtype=self.dtype_policy)
+        self.tie_embeddings = bool(tie_embeddings)  # the embedding has `units` numbers: always the right size
+        self.logits_dense = None if self.tie_embeddings else keras.layers.Dense(
+            self.vocab_size, name="logits_dense", dtype=self.dtype_policy)
 
     def build(self, target_in_shape, encoder_outputs_shape, state_shape=None):
         self.build_stack(target_in_shape, encoder_outputs_shape)
-        self.logits_dense.build((*target_in_shape[:2], self.units))
+        if self.tie_embeddings:
+            self.logits_bias = add_bias(self, self.vocab_size)
+        else:
+            self.logits_dense.build((*target_in_shape[:2], self.units))
 
     # -- state and memory -------------------------------------------------------------------------
 
@@ -375,7 +388,11 @@ class TransformerDecoder(_Stack):
             if cache is not None:
                 new_cache["keys"].append(layer_cache["keys"])
                 new_cache["values"].append(layer_cache["values"])
-        logits = self.logits_dense(self.dropout_layer(self.finish(x), training=training))  # (batch, t, vocab)
+        x = self.dropout_layer(self.finish(x), training=training)  # (batch, t, units)
+        if self.tie_embeddings:
+            logits = tied_logits(x, self.embedding.embeddings, self.logits_bias)  # (batch, t, vocab)
+        else:
+            logits = self.logits_dense(x)  # (batch, t, vocab)
         return logits, crosses, new_cache if cache is not None else None
 
     def step(self, token, state, memory):
@@ -432,10 +449,14 @@ class TransformerDecoder(_Stack):
         """The logits carry the target's padding mask; the attention carries none."""
         return ops.not_equal(inputs, 0), None
 
+    def get_config(self):
+        return {**super().get_config(), "tie_embeddings": self.tie_embeddings}
 
-def transformer_layers(source_vocab_size, target_vocab_size, units=256, **kwargs):
+
+def transformer_layers(source_vocab_size, target_vocab_size, units=256, tie_embeddings=False, **kwargs):
     """A `TransformerEncoder` and a `TransformerDecoder` with the same settings (`heads`, `ff_dim`,
-    `num_layers`, `positions`, `max_length`, `relative_clip`, `dropout`, `norm_first`):
-    `Seq2Seq(*transformer_layers(...))` is the Transformer."""
+    `num_layers`, `positions`, `max_length`, `relative_clip`, `dropout`, `norm_first`), the decoder's
+    output projection tied to its embedding if `tie_embeddings`: `Seq2Seq(*transformer_layers(...))`
+    is the Transformer."""
     return (TransformerEncoder(source_vocab_size, units, name="encoder", **kwargs),
-            TransformerDecoder(target_vocab_size, units, name="decoder", **kwargs))
+            TransformerDecoder(target_vocab_size, units, tie_embeddings=tie_embeddings, name="decoder", **kwargs))

@@ -30,7 +30,7 @@ from tfattn.runs.directory import Run, Terminated
 from tfattn.runs.finish import finish
 from tfattn.runs.saving import Saver, Validations
 from tfattn.training import distributed
-from tfattn.training.precision import precision_scope
+from tfattn.training.precision import auto_precision, precision_scope
 from tfattn.training.trainer import DivergedError, Trainer
 from tfattn.training.validation import Validator
 
@@ -76,6 +76,7 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
             config = _resumed_config(run, epochs, time_budget, corpus, distribute)
         else:
             config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
+            _log_precision(config.train, echo)
         strategy = distributed.make_strategy(config.distribute.strategy, config.distribute.replicas)
         tokenizers, datasets, trainer = _prepare(config, run.tokenizers() if resume else None, strategy, quiet, echo)
         if not resume:
@@ -83,6 +84,12 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
                                                "target": tokenizers[1].get_config()})
         run.write_json("config.json", config.to_dict())
         return _train(run, config, trainer, datasets, tokenizers, resume, echo)
+
+
+def _log_precision(train, echo):
+    """One line: the precision a new run trains in, and why when it was the machine's choice."""
+    if train.precision_asked == "auto":
+        echo(f"precision: {train.precision} (auto: {auto_precision()[1]})")
 
 
 def _strategy_name(run, config, resume, distribute):
