@@ -76,10 +76,10 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
             config = _resumed_config(run, epochs, time_budget, corpus, distribute)
         else:
             config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
-            _log_precision(config.train, echo)
         strategy = distributed.make_strategy(config.distribute.strategy, config.distribute.replicas)
         tokenizers, datasets, trainer = _prepare(config, run.tokenizers() if resume else None, strategy, quiet, echo)
-        if not resume:
+        if not resume:  # once the corpus is read: a corpus refused says only that
+            _log_precision(config.train, echo)
             run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
                                                "target": tokenizers[1].get_config()})
         run.write_json("config.json", config.to_dict())

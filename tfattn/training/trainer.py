@@ -216,10 +216,14 @@ class Trainer:
 
     def __init__(self, model, config=None, quiet=False, strategy=None):
         self.model = model
-        config = _resolved_precision(config or TrainConfig(), model)
+        config = config or TrainConfig()
         self.strategy = strategy or (tf.distribute.get_strategy() if tf.distribute.has_strategy() else None)
+        if self.strategy is not None and config.jit_compile:
+            raise ValueError("jit_compile (--jit-compile) trains on one device: it does not combine with a "
+                             f"tf.distribute strategy. Received: strategy={type(self.strategy).__name__}")
         with distributed.scope(self.strategy):  # a model not built yet makes its weights there
             ensure_built(model)
+        config = _resolved_precision(config, model)
         if self.strategy is not None:
             distributed.check_model(model, self.strategy, config.precision)
         _check_policy(model, config.precision)
@@ -251,9 +255,6 @@ class Trainer:
             self.optimizer = make_optimizer(self.config, accel)
             self.train_step = train_step_on(self.model, self.optimizer, accel, clip_norm, self.config.jit_compile,
                                             self.config.label_smoothing)
-        elif self.config.jit_compile:
-            raise ValueError("jit_compile (--jit-compile) trains on one device: it does not combine with a "
-                             f"tf.distribute strategy. Received: strategy={type(self.strategy).__name__}")
         else:
             with self.strategy.scope():
                 self.optimizer = make_optimizer(self.config, accel, summed=True)
