@@ -212,6 +212,17 @@ def small_run(tmp_path_factory):
     return str(folder / "run"), json.loads((folder / "summary.json").read_text(encoding="utf-8"))
 
 
+
+@functools.lru_cache(maxsize=None)
+def shared_export(path):
+    """The export at `path` loaded once per test process, for the session's exports that no test
+    changes (`exported_dates`, `exported_bahdanau`): loading one takes seconds. A test of loading
+    itself, or of an export it changes, loads its own (`tfattn.serving.translator.load`)."""
+    from tfattn.serving.translator import load
+
+    return load(path)
+
+
 def run_main(capsys, *args):
     """`tfattn ARGS` in this process: (exit status, stdout, stderr)."""
     from tfattn.cli import main

@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from conftest import run_main
+import zygote
+from conftest import run_main, shared_export
 
 
 def tfattn(*args, stdin=None, cwd=None, env=None, text=True):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tfattn.cli", *args], input=stdin, capture_output=True,
-                          text=text, env=env, cwd=cwd, timeout=600)
+    """`tfattn ARGS` in a process of its own (forked from one that imported TensorFlow, `zygote`)."""
+    return zygote.run(*args, stdin=stdin, cwd=cwd, env=env, text=text)
 
 
 def test_help_lists_the_commands():
@@ -559,9 +559,7 @@ def test_translate_reads_stdin_a_batch_at_a_time(exported_dates, tmp_path):
 def test_the_translate_signature_refuses_a_batch_that_is_not_one_dimensional(exported_dates):
     import tensorflow as tf
 
-    from tfattn.serving.translator import load
-
-    translate = load(exported_dates).signatures["translate"]
+    translate = shared_export(exported_dates).signatures["translate"]
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)text_must_be_a_batch_of_strings.*"
                                                              r"Shape of tensor text \[2,2\] is not compatible"):
         translate(text=tf.constant([["5 march 2019", "6 march 2019"], ["a", "b"]]))

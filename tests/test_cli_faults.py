@@ -5,25 +5,21 @@ line on stderr, the exit status and what is left on disk."""
 import gzip
 import json
 import os
-import resource
 import shutil
-import subprocess
-import sys
 import zipfile
 
 import pytest
 
+import zygote
 from processes import TRAIN_FLAGS, write_anki
 
 MEMORY_CAP = 8 * 1024 ** 3  # RLIMIT_AS of the memory probes: TensorFlow starts well within it
 
 
 def tfattn(*args, stdin=None, cap=None, env=None):
-    """`tfattn ARGS`, run to its end; `cap` bytes of address space (RLIMIT_AS) if given."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
-    limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap))) if cap else None
-    return subprocess.run([sys.executable, "-m", "tfattn.cli", *args], input=stdin, capture_output=True, text=True,
-                          env=env, timeout=600, preexec_fn=limit)
+    """`tfattn ARGS`, run to its end in a process of its own (`zygote`); `cap` bytes of address space
+    (RLIMIT_AS) if given."""
+    return zygote.run(*args, stdin=stdin, cap=cap, env=env)
 
 
 def one_error_line(result, status, *fragments):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_main
+from conftest import run_main, shared_export
 from test_explore import embedded
 from tfattn.serving.translator import load
 
@@ -34,7 +34,7 @@ def test_the_page_holds_each_sentence_and_hypothesis_with_its_attention(exported
                                 str(path), *TEXTS)
     assert status == 0, err
     assert f"attention page: {path}" in err.splitlines()
-    loaded = load(exported_dates)
+    loaded = shared_export(exported_dates)
     if beam:
         want = loaded.signatures["translate_beam"](text=tf.constant(TEXTS), beam_width=tf.constant(beam),
                                                    length_penalty=tf.constant(0.6))

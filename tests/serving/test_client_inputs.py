@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from test_empty_inputs import BLANK, check_blank, translator
 from tfattn.serving.translator import export, load
+from conftest import shared_export
 
 TEXTS = ["tue 5 march 2019", "5.3.19", "", "March 5th, 2019"]
 
@@ -17,7 +18,7 @@ def run(fn, *args):
 
 @pytest.fixture(scope="module")
 def loaded(exported_dates):
-    return load(exported_dates)
+    return shared_export(exported_dates)
 
 
 def signature_beam(loaded, width, alpha):

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tfattn.serving.translator import CONFIG_FILE, load
 
-from conftest import assert_same_outputs
+from conftest import assert_same_outputs, shared_export
 
 OUTPUTS = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
            "length": tf.int32}
@@ -32,7 +32,7 @@ MIXED = ["tue 5 march 2019", "5.3.19", "", "   ", "x" * 10000, b"\xff\xfe\xc3(",
     ("translate_text", {"text": tf.string}, {"text": tf.string}),
 ])
 def test_signature_names_and_types(exported_dates, name, inputs, outputs):
-    loaded = load(exported_dates)
+    loaded = shared_export(exported_dates)
     assert set(loaded.signatures) == {"translate", "serving_default", "translate_beam", "translate_text"}
     signature = loaded.signatures[name]
     assert {k: v.dtype for k, v in signature.structured_input_signature[1].items()} == inputs
@@ -71,7 +71,7 @@ def beam_inputs(beam_width=4, length_penalty=0.6):
     ("translate_beam", beam_inputs(3, float("nan"))),
 ])
 def test_bad_inputs_give_results_not_errors(exported_dates, dates_translator, name, extra):
-    translate = load(exported_dates).signatures[name]
+    translate = shared_export(exported_dates).signatures[name]
     out = {k: v.numpy() for k, v in translate(text=tf.constant(MIXED), **extra).items()}
     n = len(MIXED)
     assert out["text"].shape == (n,) and out["length"].shape == (n,)
@@ -90,7 +90,7 @@ def test_bad_inputs_give_results_not_errors(exported_dates, dates_translator, na
 
 
 def test_beam_width_is_clamped_to_the_vocabulary(exported_dates, dates_translator):
-    beam = load(exported_dates).signatures["translate_beam"]
+    beam = shared_export(exported_dates).signatures["translate_beam"]
     vocab = dates_translator.target_tokenizer.vocab_size
     assert beam(text=tf.constant(["5.3.19"]), **beam_inputs(10**6))["nbest_text"].shape == (1, vocab)
     assert beam(text=tf.constant(["5.3.19"]), **beam_inputs(-7))["nbest_text"].shape == (1, 1)
@@ -100,7 +100,7 @@ def test_beam_width_is_clamped_to_the_vocabulary(exported_dates, dates_translato
 
 @pytest.mark.parametrize("name, extra", [("translate", {}), ("translate_beam", beam_inputs())])
 def test_empty_batch_and_a_batch_of_512(exported_dates, name, extra):
-    translate = load(exported_dates).signatures[name]
+    translate = shared_export(exported_dates).signatures[name]
     out = translate(text=tf.constant([], tf.string), **extra)
     assert set(out) == set(BEAM_OUTPUTS if extra else OUTPUTS)
     assert all(v.shape[0] == 0 for v in out.values())
@@ -123,7 +123,7 @@ def test_same_outputs_as_in_memory(request, style, name, extra):
                           "bahdanau": ("exported_bahdanau", "bahdanau_translator")}[style]
     path, translator = request.getfixturevalue(export), request.getfixturevalue(translator)
     texts = MIXED + [source for source, _ in request.getfixturevalue("dates_data")[1][:30]]
-    loaded = load(path).signatures[name](text=tf.constant(texts), **extra)
+    loaded = shared_export(path).signatures[name](text=tf.constant(texts), **extra)
     memory = in_memory(translator, name, texts, extra)
     assert_same_outputs({k: v.numpy() for k, v in loaded.items()}, {k: v.numpy() for k, v in memory.items()})
 
@@ -171,7 +171,7 @@ def test_load_refuses_a_directory_that_is_not_an_export(tmp_path):
 
 
 def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_translator):
-    loaded = load(exported_dates)
+    loaded = shared_export(exported_dates)
     model = dates_translator.model
     decoder = model.decoder  # Luong style with input feeding, a GRU
     stored = {k: v.numpy() for k, v in loaded.decoding_weights.items()}

@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 import tfattn
-from conftest import run_main, shared_data, train_dates_translator
+from conftest import run_main, shared_data, train_dates_translator, shared_export
 from tfattn.data import dates
 from tfattn.serving.litert import CONFIG_FILE, MODEL_FILE, LiteRTTranslator, export_litert
 from tfattn.serving.translator import export, load
@@ -77,7 +77,7 @@ def assert_same_translations(got, want, what):
 def test_luong_gives_the_saved_models_tokens_and_attention(lite, exported_dates):
     _, test = dates.make_corpus(0, 1000)
     texts = [s for s, _ in test[:40]]
-    want = saved_model_outputs(load(exported_dates).signatures["translate"], texts)
+    want = saved_model_outputs(shared_export(exported_dates).signatures["translate"], texts)
     assert_same_translations(lite["luong"](texts), want, "luong")
     assert len(set(want["text"])) > 10, want["text"]  # varied dates: the model is not stuck on one
 
@@ -197,7 +197,7 @@ def onnx_luong(lite, tmp_path_factory):
 def test_onnx_of_the_litert_model_gives_the_saved_models_tokens(onnx_luong, exported_dates):
     _, test = dates.make_corpus(0, 1000)
     texts = [s for s, _ in test[:40]]
-    want = saved_model_outputs(load(exported_dates).signatures["translate"], texts)
+    want = saved_model_outputs(shared_export(exported_dates).signatures["translate"], texts)
     assert_same_translations(onnx_luong(texts), want, "onnx")
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfattn.data.text import START_ID
-from tfattn.serving.translator import load
+from conftest import shared_export
 
 TEXTS = ["5.3.19", "", "tue 5 march 2019"]
 
@@ -32,7 +32,7 @@ def test_each_hypothesis_has_the_attention_of_its_own_tokens(dates_translator):
 
 
 def test_the_best_hypothesis_is_the_first_in_the_export_too(exported_dates):
-    beam = load(exported_dates).signatures["translate_beam"]
+    beam = shared_export(exported_dates).signatures["translate_beam"]
     out = {key: value.numpy() for key, value in beam(text=tf.constant(TEXTS), beam_width=tf.constant(3),
                                                      length_penalty=tf.constant(0.6)).items()}
     assert out["nbest_tokens"].shape == (3, 3, out["tokens"].shape[1])

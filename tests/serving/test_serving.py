@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfattn import BahdanauAttention, Seq2Seq
-from tfattn.serving.translator import load
+from conftest import shared_export
 
 TEXTS = ["tue 5 march 2019", "", "5.3.19", "x" * 500, "March 5th, 2019", b"\xff\xfe", "😀", "2019 march 05"]
 
@@ -27,7 +27,7 @@ def call(signature, i):
 
 
 def test_eight_threads_get_the_single_threaded_results(exported_dates):
-    loaded = load(exported_dates)
+    loaded = shared_export(exported_dates)
     signatures = [{"fn": loaded.signatures["translate"]}, {"fn": loaded.signatures["translate_beam"], "beam": 1}]
     jobs = [(signatures[i % 2], i) for i in range(8 * 50)]
     expected = [call(s, i) for s, i in jobs[:24]]  # every distinct job: i % 24 decides the call

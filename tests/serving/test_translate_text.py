@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import tfattn
-from conftest import shared_data
+from conftest import shared_data, shared_export
 from tfattn.data.corpora import load_anki, split_pairs
 from tfattn.data.text import UNK_ID
 from tfattn.serving.translator import export, load
@@ -29,17 +29,17 @@ def assert_same_text(loaded, batch):
 
 
 def test_only_the_text_comes_out(exported_dates):
-    out = load(exported_dates).signatures["translate_text"](text=tf.constant(["5.3.19", "1 may 2020"]))
+    out = shared_export(exported_dates).signatures["translate_text"](text=tf.constant(["5.3.19", "1 may 2020"]))
     assert set(out) == {"text"} and out["text"].shape == (2,) and out["text"].dtype == tf.string
 
 
 def test_the_text_of_translate_over_the_dates_test(exported_dates, dates_data):
     _, test, _, _ = dates_data
-    assert_same_text(load(exported_dates), [source for source, _ in test[:60]])
+    assert_same_text(shared_export(exported_dates), [source for source, _ in test[:60]])
 
 
 def test_the_text_of_translate_for_odd_inputs_blank_ones_empty(exported_dates):
-    loaded = load(exported_dates)
+    loaded = shared_export(exported_dates)
     assert_same_text(loaded, ODD)
     out = texts(loaded.signatures["translate_text"], ODD)
     assert out[1:3] == [b"", b""]  # no source token: an empty translation
