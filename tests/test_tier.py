@@ -42,9 +42,13 @@ def test_only_booleans_set_the_switch(value):
 
 @pytest.mark.parametrize("setting, expected", [("0", "False"), ("off", "False"), ("1", "True")])
 def test_the_environment_variable_sets_the_default(setting, expected):
+    # A fresh process reads the variable when it imports tfattn.tier: a leaf, loaded alone from its
+    # file (importing the package would load TensorFlow first, for seconds, to no purpose here).
     env = {**os.environ, "TFATTN_ACCEL": setting}
-    code = "import tfattn.tier as t; print(t.accel_enabled())"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    code = ("import importlib.util as u, sys; spec = u.spec_from_file_location('tier', sys.argv[1]); "
+            "t = u.module_from_spec(spec); spec.loader.exec_module(t); print(t.accel_enabled())")
+    result = subprocess.run([sys.executable, "-c", code, tier.__file__], capture_output=True, text=True, env=env,
+                            timeout=120)
     assert result.stdout.split()[-1] == expected, result.stderr
 
 
