@@ -20,6 +20,7 @@ neither TF_CPP_MIN_LOG_LEVEL nor KERAS_BACKEND set, so that the notebook's own s
 cell that raises fails the test with the cell's index, the head of its source and the error.
 
     python tests/test_notebooks.py run notebooks/NAME.ipynb    # one notebook, with each cell's seconds
+    python tests/test_notebooks.py run --full notebooks/NAME.ipynb    # as it comes (the form's sizes)
     python tests/test_notebooks.py strip notebooks/NAME.ipynb  # its outputs removed, before a commit
     python tests/test_notebooks.py repoint    # badges and pip URLs set from pyproject.toml's Repository
 """
@@ -431,20 +432,24 @@ def repoint():
 
 
 def main(argv):
-    """`run PATH...`: each notebook as the test runs it, with its cells' seconds. `strip PATH...`.
-    `repoint`: the badges and pip URLs from pyproject.toml."""
+    """`run [--full] PATH...`: each notebook as the test runs it (quick mode; `--full`: as it comes, the
+    form's sizes), with its cells' seconds. `strip PATH...`. `repoint`: the badges and pip URLs from
+    pyproject.toml."""
     if argv[:1] == ["repoint"]:
         return repoint()
     command, paths = (argv[0], argv[1:]) if argv and argv[0] in ("run", "strip") else ("run", argv)
+    full = "--full" in paths
+    paths = [p for p in paths if p != "--full"]
+    env = {k: v for k, v in kernel_env().items() if k != QUICK_SWITCH} if full else None
     for path in map(Path, paths):
         if command == "strip":
             strip(path)
             continue
         with tempfile.TemporaryDirectory() as workdir:
             start = time.perf_counter()
-            _, _, seconds = execute(path.resolve(), workdir, extra_cells=solutions(load(path)))
-            print(f"{path.name}: {time.perf_counter() - start:.1f} s with the kernel's start; cells (index, s):",
-                  [(i, round(s, 1)) for i, s in seconds])
+            _, _, seconds = execute(path.resolve(), workdir, env, extra_cells=solutions(load(path)))
+            print(f"{path.name} ({'as it comes' if full else 'quick'}): {time.perf_counter() - start:.1f} s with the "
+                  "kernel's start; cells (index, s):", [(i, round(s, 1)) for i, s in seconds], flush=True)
 
 
 if __name__ == "__main__":
