@@ -110,6 +110,9 @@ class MultiHeadAttention(ScoredAttention):
 
     def __init__(self, heads=4, key_dim=None, value_dim=None, output_dim=None, relative_clip=None,
                  relative_values=True, **kwargs):
+        if kwargs.get("probability", "soft") != "soft":  # every head's weights are a softmax
+            raise ValueError(f"MultiHeadAttention is soft attention only: hard attention is for BahdanauAttention "
+                             f"and LuongAttention. Received: probability={kwargs['probability']!r}")
         super().__init__(**kwargs)
         self.heads = positive_int("heads", heads)
         self.key_dim = None if key_dim is None else positive_int("key_dim", key_dim)
