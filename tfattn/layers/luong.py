@@ -45,6 +45,11 @@ class LuongAttention(ScoredAttention):
     positions, `D = window`, around an aligned position `p_t` (`tfattn.layers.local` says how each
     finds `p_t`). `predict_positions` returns `p_t`, e.g. to mark it in a plot.
 
+    Departures from the paper (`docs/models.md`, "Where the code departs from the papers"): the
+    window is centred on `p_t` rounded half up, and local-m's `p_t = t` is clipped to the last word
+    (`tfattn.layers.local` says where each differs); `scale=True` adds a gain the paper's scores do
+    not have (`ModelConfig` and `tfattn train` turn it on by default).
+
     Args:
         score: str. One of `"dot"`, `"general"`, `"concat"`, `"location"`, `"cosine"`. Defaults to
             `"general"`.
