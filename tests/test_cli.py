@@ -150,6 +150,62 @@ def test_luong_scores_are_scaled_unless_no_scale(tmp_path):
     assert run_config(build_parser().parse_args(train + ["--no-scale"])).model.scale is False
 
 
+# -- every model flag against every kind: the table of tests/test_model.py, on the command line -----
+
+MODEL_FLAGS = {"score": ["--score", "dot"], "normalize": ["--normalize"], "scale": ["--no-scale"],
+               "local": ["--local", "p"], "window": ["--window", "3"], "hard": ["--hard"], "heads": ["--heads", "4"],
+               "input_feeding": ["--no-input-feeding"], "encoder": ["--encoder", "transformer"],
+               "positions": ["--positions", "learned"], "relative_clip": ["--relative-clip", "4"],
+               "ff_dim": ["--ff-dim", "64"], "embedding_dim": ["--embedding-dim", "32"], "rnn": ["--rnn", "lstm"],
+               "units": ["--units", "128"], "num_layers": ["--layers", "2"], "dropout": ["--dropout", "0.1"]}
+
+
+def kind_flags(fields):
+    return [item for name, value in fields.items() for item in (f"--{name.replace('_', '-')}", str(value))]
+
+
+def config_of(tmp_path, *flags):
+    """`run_config` of `tfattn train ... FLAGS`, as `main` calls it (it knows which flags were given)."""
+    from tfattn.cli import build_parser, run_config
+
+    argv = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"), *flags]
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    return run_config(args)
+
+
+@pytest.mark.parametrize("kind", ["bahdanau", "bahdanau+self-attention encoder", "luong", "luong local",
+                                  "luong multi-head", "transformer", "transformer relative", "none"])
+@pytest.mark.parametrize("option", MODEL_FLAGS)
+def test_every_model_flag_is_taken_or_refused_naming_it_and_the_model(option, kind, tmp_path):
+    from test_model import ACCEPTED, KINDS
+
+    flags = [*kind_flags(KINDS[kind]), *MODEL_FLAGS[option]]
+    if kind in ACCEPTED[option]:
+        config_of(tmp_path, *flags)
+        return
+    with pytest.raises(ValueError) as error:
+        config_of(tmp_path, *flags)
+    message = str(error.value)  # the flag (or, heads on local attention, the kind's --local: given too)
+    assert message.split(" applies to ")[0] in (MODEL_FLAGS[option][0], "--local") and "\n" not in message, message
+    assert f" only; the model is {KINDS[kind]['attention']}" in message, message
+
+
+def test_a_model_flag_given_at_its_default_value_is_refused_too(tmp_path):
+    with pytest.raises(ValueError) as error:
+        config_of(tmp_path, "--attention", "luong", "--normalize", "--window", "10", "--positions", "sinusoidal",
+                  "--ff-dim", "7", "--relative-clip", "2", "--units", "64")
+    assert str(error.value) == (
+        "--window applies to local attention (--local m or p) only; the model is luong with global attention; "
+        "--positions applies to self-attention (--attention transformer or --encoder transformer) only; the model "
+        "is luong with an RNN encoder; --relative-clip applies to relative positions (--positions relative) only; "
+        "the model is luong with an RNN encoder; --ff-dim applies to self-attention (--attention transformer or "
+        "--encoder transformer) only; the model is luong with an RNN encoder; --normalize applies to bahdanau "
+        "attention only; the model is luong. Received: --window 10 --positions sinusoidal --relative-clip 2 "
+        "--ff-dim 7 --normalize")
+    assert config_of(tmp_path, "--attention", "transformer").model.attention == "transformer"  # defaults pass
+
+
 @pytest.mark.parametrize("flags, expected", [([], None), (["--no-accel"], False)])
 def test_no_accel_exports_the_reference_tier(flags, expected):
     from tfattn.cli import build_parser
@@ -216,7 +272,7 @@ def test_the_smallest_accepted_values_reach_the_config(tmp_path):
     assert (config.source_tokenizer.max_tokens, config.source_tokenizer.max_length) == (5, 3)
     assert (config.data.batch_size, config.model.units, config.corpus.max_pairs) == (1, 2, 1)
     # One unit cannot be split between the two directions of the (default) bidirectional encoder.
-    with pytest.raises(ValueError, match="even units. Received: units=1"):
+    with pytest.raises(ValueError, match="--units must be even: .*Received: --units 1"):
         run_config(build_parser().parse_args([*flags[:-6], "--units", "1", *flags[-4:]]))
     assert (config.train.time_budget, config.train.epochs) == (90.0, 10)  # no --epochs: TrainConfig's 10
     assert build_parser().parse_args(["translate", "--model", "m", "--beam", "0"]).beam == 0

@@ -26,6 +26,7 @@ import os
 import re
 import shlex
 import sys
+import types
 
 
 # -- commands --------------------------------------------------------------------------------------
@@ -63,20 +64,32 @@ def _train(args):
 RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus", "strategy", "replicas")
 
 
-def _check_resume_flags(args):
-    """Refuses the flags that `train --resume` would ignore: the run's config.json holds its settings.
-
-    A flag counts as given when it is on the command line, even with its default value: the train
-    parser parses `args.argv` again with every default suppressed, so only given flags are set."""
+def given_flags(args):
+    """`{dest: action}` of the `train` flags given on the command line (`args.argv`), in the order of
+    --help. A flag counts as given when it is on the command line, even with its default value: the
+    train parser parses `args.argv` again with every default suppressed, so only given flags are set."""
     parser = _add_train_parser(argparse.ArgumentParser().add_subparsers())
     for action in parser._actions:
         action.default = argparse.SUPPRESS  # (not `set_defaults`: it would pass SUPPRESS through `type`)
-    argv = list(args.argv)
+    argv = list(getattr(args, "argv", None) or ())  # (set by `main`; without it, nothing counts as given)
+    if "train" not in argv:
+        return {}
     given = vars(parser.parse_args(argv[argv.index("train") + 1:]))
+    return {action.dest: action for action in parser._actions if action.dest in given}
+
+
+def _typed(action, argv):
+    """The option string of `action` as the command line has it (`--no-scale` rather than `--scale`)."""
+    typed = [arg.partition("=")[0] for arg in argv if arg.partition("=")[0] in action.option_strings]
+    return typed[-1] if typed else action.option_strings[-1]
+
+
+def _check_resume_flags(args):
+    """Refuses the flags that `train --resume` would ignore: the run's config.json holds its settings."""
     refused = []
-    for action in parser._actions:  # in the order of --help
-        if action.dest in given and action.dest not in RESUME_FLAGS:
-            flag, value = action.option_strings[-1], getattr(args, action.dest)
+    for dest, action in given_flags(args).items():
+        if dest not in RESUME_FLAGS:
+            flag, value = _typed(action, args.argv), getattr(args, dest)
             refused.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
     if refused:
         raise ValueError("--resume continues the run with its own settings (config.json); it takes only "
@@ -394,12 +407,15 @@ def run_config(args):
     from tfattn.training.trainer import TrainConfig
 
     tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
-    model = ModelConfig(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
-                        local=args.local, window=args.window, hard=args.hard, heads=args.heads,
-                        input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
-                        relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
-                        units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
-                        max_source_length=args.max_length, max_target_length=args.max_length)
+    fields = dict(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
+                  local=args.local, window=args.window, hard=args.hard, heads=args.heads,
+                  input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
+                  relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
+                  units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
+                  max_source_length=args.max_length, max_target_length=args.max_length)
+    _refuse_unused_model_flags(args, fields)
+    _check_sizes(args)
+    model = ModelConfig(**fields)
     epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
                         epochs=epochs, time_budget=args.time_budget, seed=args.seed, accel=args.accel,
@@ -409,6 +425,34 @@ def run_config(args):
     return _with_training_flags(args, RunConfig(
         corpus=_corpus_config(args), source_tokenizer=tokenizer, target_tokenizer=dataclasses.replace(tokenizer),
         model=model, data=data, train=train, decode=decode, checkpoint_every=args.checkpoint_every))
+
+
+def _refuse_unused_model_flags(args, fields):
+    """Refuses the model flags given that the model would ignore (`tfattn.model.APPLIES`), in one line:
+    "--normalize applies to bahdanau attention only; the model is luong"."""
+    from tfattn.model import refused_flag
+
+    config, field_of = types.SimpleNamespace(**fields), {"layers": "num_layers"}  # a flag's dest -> its field
+    messages, received = [], []
+    for dest, action in given_flags(args).items():
+        flag = _typed(action, args.argv)
+        message = refused_flag(field_of.get(dest, dest), flag, config) if field_of.get(dest, dest) in fields else None
+        if message:
+            messages.append(message)
+            received.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(getattr(args, dest)))}")
+    if messages:
+        raise ValueError(f"{'; '.join(messages)}. Received: {' '.join(received)}")
+
+
+def _check_sizes(args):
+    """The checks of `ModelConfig` that flags can fail, in the flags' words (it names its fields)."""
+    if args.units % args.heads:
+        raise ValueError(f"--heads must divide --units (each head gets units / heads features). Received: --heads "
+                         f"{args.heads}, --units {args.units}")
+    recurrent = args.attention != "transformer" and args.encoder == "rnn"  # (and bidirectional: no flag turns it off)
+    if recurrent and args.units % 2:
+        raise ValueError(f"--units must be even: the bidirectional RNN encoder gives half of them to each "
+                         f"direction. Received: --units {args.units}")
 
 
 def _with_training_flags(args, config):
@@ -422,6 +466,9 @@ def _with_training_flags(args, config):
                                 log_every=args.log_every, jit_compile=args.jit_compile)
     multiple = args.pad_to_multiple or (8 if args.jit_compile else 1)
     data = dataclasses.replace(config.data, pad_to_multiple=multiple)
+    if args.best_by == "bleu" and not args.bleu_sample:
+        raise ValueError(f"--best-by bleu needs a BLEU sample: --bleu-sample must be >= 1. Received: --bleu-sample "
+                         f"{args.bleu_sample}")
     validation = ValidationConfig(every=args.validate_every, sample=args.bleu_sample, best_by=args.best_by,
                                   early_stopping=args.early_stopping, average_checkpoints=args.average_checkpoints)
     tensorboard = None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
@@ -432,6 +479,10 @@ def _with_training_flags(args, config):
 def _distribute_config(args):
     from tfattn.training.distributed import DistributeConfig
 
+    if args.replicas is not None and args.strategy != "mirrored":
+        raise ValueError(f"--replicas is the number of devices of --strategy mirrored (a multiworker run has one "
+                         f"replica per worker, the default strategy one): pass --strategy mirrored. Received: "
+                         f"--replicas {args.replicas}" + (f" --strategy {args.strategy}" if args.strategy else ""))
     return DistributeConfig(strategy=args.strategy or "default", replicas=args.replicas)
 
 

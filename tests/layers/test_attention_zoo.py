@@ -53,8 +53,9 @@ LOCAL_P = {"w_p": fixed((D, UNITS), 11), "v_p": fixed((UNITS,), 12)}
 
 def layer_with_weights(score, local=None, window=1, probability="soft", dtype=None, t_q=3):
     """A built LuongAttention with fixed weights, and those weights (path -> array)."""
-    layer = LuongAttention(score, units=UNITS, max_length=7, local=local, window=window, probability=probability,
-                           dtype=dtype, seed=1)
+    sizes = {"units": UNITS} if score == "concat" or local == "p" else {}  # (refused where it is unused)
+    sizes.update({"window": window} if local else {})
+    layer = LuongAttention(score, max_length=7, local=local, probability=probability, dtype=dtype, seed=1, **sizes)
     query, key, value = inputs(t_q)
     layer(query, value, key=key, value_mask=MASK)  # builds
     weights = {**score_weights(score), **(LOCAL_P if local == "p" else {})}

@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 from tfattn.layers.attention import ScoredAttention, build_shapes, large_negative
-from tfattn.layers.checks import ShapeChecker, positive_int
+from tfattn.layers.checks import ShapeChecker, positive_int, refuse_unused
 from tfattn.layers.local import gaussian, monotonic, predictive, source_lengths, target_steps, window
 from tfattn.layers.options import LOCALS, SCORES
 
@@ -110,6 +110,9 @@ class LuongAttention(ScoredAttention):
         self.max_length = positive_int("max_length", max_length)
         self.local = local
         self.window = positive_int("window", window)
+        refuse_unused("window", window, 10, local is not None, "local attention (local='m' or 'p')", f"local={local!r}")
+        refuse_unused("units", units, None, score == "concat" or local == "p", "score='concat' and local='p'",
+                      f"score={score!r}, local={local!r}")
 
     @property
     def uses_positions(self):

@@ -25,7 +25,7 @@ import keras
 from keras import ops
 
 from tfattn.layers.attention import ScoredAttention, build_shapes, large_negative
-from tfattn.layers.checks import positive_int
+from tfattn.layers.checks import positive_int, refuse_unused
 from tfattn.layers.positions import RelativePositions, default_positions
 
 
@@ -120,6 +120,8 @@ class MultiHeadAttention(ScoredAttention):
         self.output_dim = None if output_dim is None else positive_int("output_dim", output_dim)
         self.relative_clip = None if relative_clip is None else positive_int("relative_clip", relative_clip)
         self.relative_values = bool(relative_values)
+        refuse_unused("relative_values", self.relative_values, True, relative_clip is not None, "relative positions "
+                      "(relative_clip)", f"relative_clip={relative_clip!r}")
         self.relative = None
 
     def head_size(self, name, size, given):

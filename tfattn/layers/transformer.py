@@ -38,7 +38,7 @@ import math
 import keras
 from keras import ops
 
-from tfattn.layers.checks import ShapeChecker, positive_int, rate
+from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
 from tfattn.layers.multihead import MultiHeadAttention, causal_mask
 from tfattn.layers.positions import POSITIONS, LearnedPositions, SinusoidalPositions, default_positions
 
@@ -171,6 +171,8 @@ class _Stack(keras.layers.Layer):
         self.positions = positions
         self.max_length = positive_int("max_length", max_length)
         self.relative_clip = positive_int("relative_clip", relative_clip)
+        refuse_unused("relative_clip", relative_clip, 16, positions == "relative", "positions='relative'",
+                      f"positions={positions!r}")
         self.dropout = rate("dropout", dropout)
         self.norm_first = bool(norm_first)
         self.supports_masking = True
