@@ -406,8 +406,7 @@ def _write_export(translator, path, vocabulary, tokenizer_ops):
     `vocabulary` first (they are copied into `assets/`)."""
     src, tgt = translator.source_tokenizer, translator.target_tokenizer
     source = _from_file(src, vocabulary, "source_vocab.txt", tokenizer_ops, uses=("tokenize",))
-    target = _from_file(tgt, vocabulary, "target_vocab.txt", tokenizer_ops, uses=("detokenize",),
-                        other=src.vocabulary)
+    target = _from_file(tgt, vocabulary, "target_vocab.txt", tokenizer_ops, uses=("detokenize",))
     config_path = os.path.join(path, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as f:
         f.write(files.strict_json(export_config(translator, ops_of(source), ops_of(target)), indent=2,
@@ -450,13 +449,13 @@ def head_grid(model):
     return 1, getattr(getattr(decoder, "attention_layer", None), "heads", None) or 1
 
 
-def _from_file(tokenizer, directory, name, tokenizer_ops, uses, other=()):
+def _from_file(tokenizer, directory, name, tokenizer_ops, uses):
     """The same tokenizer, its tables filled from a vocabulary file (saved as an asset); a
     `CoreTokenizer` for `tokenizer_ops="core"` where it gives the same tokens, with the tables of
-    `uses` (`other`: the tokens of another vocabulary its detokenized text may hold)."""
+    `uses`."""
     path = tokenizer.write_vocabulary(os.path.join(directory, name))
     if tokenizer_ops == "core" and CoreTokenizer.exact_for(tokenizer):
-        return CoreTokenizer.like(tokenizer, vocabulary_file=path, other_vocabulary=other, uses=uses)
+        return CoreTokenizer.like(tokenizer, vocabulary_file=path, uses=uses)
     return Tokenizer(vocabulary_file=path, **tokenizer.get_config())
 
 
