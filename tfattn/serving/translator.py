@@ -489,15 +489,33 @@ def load(path):
     """Loads an export (any process with `tensorflow` and `tensorflow_text`); returns the object."""
     import tensorflow_text  # noqa: F401  (registers the text ops of exports made with tokenizer_ops="text")
 
+    for attempt in range(LOAD_ATTEMPTS):
+        before = files.export_identity(path)
+        try:
+            with files.reading_export(path):  # an export being replaced (`tfattn.files.swap_in`) is waited out
+                _check_graph_file(path)
+                return tf.saved_model.load(path)
+        except (FileNotFoundError, _EmptyGraph):
+            raise
+        except (tf.errors.OpError, ValueError, IndexError, OSError, message.DecodeError) as error:
+            if files.export_identity(path) != before and attempt + 1 < LOAD_ATTEMPTS:
+                continue  # replaced while it loaded, where the file system takes no locks: again, quietly
+            raise ValueError(f"{path} does not load as a SavedModel ({files.reason_of(error)}): it is damaged or "
+                             f"incomplete. Write it again (tfattn export, or tfattn train --resume for a run's "
+                             f"export). Received: path={path!r}") from None
+
+
+LOAD_ATTEMPTS = 3  # loads of an export that another process keeps replacing, before it is called damaged
+
+
+class _EmptyGraph(ValueError):
+    """A saved_model.pb of 0 bytes."""
+
+
+def _check_graph_file(path):
     graph = os.path.join(path, "saved_model.pb")
     if not os.path.exists(graph):
         raise FileNotFoundError(f"Not a SavedModel directory (no saved_model.pb). Received: path={path!r}")
     if os.path.getsize(graph) == 0:
-        raise ValueError(f"{graph} is empty (0 bytes): the export was cut short. Write it again (tfattn export, "
-                         f"or tfattn train --resume for a run's export). Received: path={path!r}")
-    try:
-        return tf.saved_model.load(path)
-    except (tf.errors.OpError, ValueError, IndexError, OSError, message.DecodeError) as error:
-        raise ValueError(f"{path} does not load as a SavedModel ({files.reason_of(error)}): it is damaged or "
-                         f"incomplete. Write it again (tfattn export, or tfattn train --resume for a run's "
-                         f"export). Received: path={path!r}") from None
+        raise _EmptyGraph(f"{graph} is empty (0 bytes): the export was cut short. Write it again (tfattn export, "
+                          f"or tfattn train --resume for a run's export). Received: path={path!r}")
