@@ -312,7 +312,8 @@ def test_resume_refuses_flags_it_would_ignore(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "tfattn: error: --resume continues the run with its own settings (config.json); it takes only --epochs, "
-        "--time-budget, --quiet, --corpus (its corpus file, if moved), --strategy and --replicas. Received: "
+        "--time-budget, --quiet, --corpus (its corpus file, if moved), --strategy, --replicas, --worker-timeout, "
+        "--tensorboard and --no-tensorboard. Received: "
         "--format tsv --no-input-feeding --units 512"
     ]
 

@@ -49,19 +49,27 @@ def _train(args):
 
         keras.utils.disable_interactive_logging()
     given = args.strategy is not None or args.replicas is not None
+    resumed = {}
+    if args.resume:
+        from tfattn.runs.train import KEEP
+
+        resumed = dict(corpus=args.corpus, distribute=_distribute_config(args) if given else None,
+                       worker_timeout=args.worker_timeout, tensorboard=KEEP if not (
+                           args.tensorboard or args.no_tensorboard) else _tensorboard_path(args))
     with _out_of_memory_hint("training"):
-        summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
-                            echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
-                            time_budget=args.time_budget, corpus=args.corpus if args.resume else None,
-                            distribute=_distribute_config(args) if args.resume and given else None)
+        summary = train_run(None if args.resume else run_config(args), args.out, resume=args.resume,
+                            quiet=args.quiet, echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
+                            time_budget=args.time_budget, **resumed)
     from tfattn.files import strict_json
 
     print(strict_json(summary))
 
 
 # What `train --resume` may be given; --corpus names where the run's corpus file is now (if moved),
-# --strategy and --replicas where it goes on training (a checkpoint restores under any strategy).
-RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus", "strategy", "replicas")
+# --strategy, --replicas and --worker-timeout where it goes on training (a checkpoint restores under
+# any strategy), --tensorboard and --no-tensorboard where its summaries go from now on.
+RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus", "strategy", "replicas",
+                "worker_timeout", "tensorboard", "no_tensorboard")
 
 
 def given_flags(args):
@@ -93,8 +101,9 @@ def _check_resume_flags(args):
             refused.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
     if refused:
         raise ValueError("--resume continues the run with its own settings (config.json); it takes only "
-                         f"--epochs, --time-budget, --quiet, --corpus (its corpus file, if moved), --strategy and "
-                         f"--replicas. Received: {' '.join(refused)}")
+                         f"--epochs, --time-budget, --quiet, --corpus (its corpus file, if moved), --strategy, "
+                         f"--replicas, --worker-timeout, --tensorboard and --no-tensorboard. Received: "
+                         f"{' '.join(refused)}")
 
 
 def find_export(model_dir, echo=None):
@@ -102,11 +111,14 @@ def find_export(model_dir, echo=None):
 
     What a killed `tfattn export` left there is finished or removed first (`recover_export`), and
     said through `echo` (stderr by default). A run without an export says how to make one."""
+    from tfattn.files import reading_export
+
     echo = echo or (lambda line: print(line, file=sys.stderr))
     for candidate in (model_dir, os.path.join(model_dir, "export")):
         _recover_export(candidate, echo)
-        if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
-            return candidate
+        with reading_export(candidate):  # not while an export replaces it (its saved_model.pb is moved)
+            if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+                return candidate
     if os.path.isfile(os.path.join(model_dir, "config.json")):
         raise FileNotFoundError(_no_export_yet(model_dir))
     raise FileNotFoundError(f"Not an export or a run directory with an export (no saved_model.pb in it or "
@@ -204,9 +216,12 @@ def _check_output_file(path, flag):
 def _signature(path, beam):
     import tensorflow as tf
 
+    from tfattn.files import reading_export
     from tfattn.serving.translator import CONFIG_FILE, load
 
-    if not os.path.isfile(os.path.join(path, CONFIG_FILE)):
+    with reading_export(path):  # not while an export replaces it
+        has_config = os.path.isfile(os.path.join(path, CONFIG_FILE))
+    if not has_config:
         print(f"tfattn: warning: {path} has no {CONFIG_FILE}, so tfattn export did not write it. A SavedModel "
               f"is a program: load only exports you trust.", file=sys.stderr)
     loaded = load(path)
@@ -471,9 +486,16 @@ def _with_training_flags(args, config):
                          f"{args.bleu_sample}")
     validation = ValidationConfig(every=args.validate_every, sample=args.bleu_sample, best_by=args.best_by,
                                   early_stopping=args.early_stopping, average_checkpoints=args.average_checkpoints)
-    tensorboard = None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
-    return dataclasses.replace(config, train=train, data=data, validation=validation, tensorboard=tensorboard,
-                               distribute=_distribute_config(args))
+    return dataclasses.replace(config, train=train, data=data, validation=validation,
+                               tensorboard=_tensorboard_path(args), distribute=_distribute_config(args))
+
+
+def _tensorboard_path(args):
+    """`RunConfig.tensorboard` of the flags: None with --no-tensorboard, "" (RUN/tensorboard) without either."""
+    if args.no_tensorboard and args.tensorboard:
+        raise ValueError(f"--tensorboard and --no-tensorboard contradict each other: give one. Received: "
+                         f"--tensorboard {args.tensorboard!r} --no-tensorboard")
+    return None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
 
 
 def _distribute_config(args):
@@ -483,7 +505,10 @@ def _distribute_config(args):
         raise ValueError(f"--replicas is the number of devices of --strategy mirrored (a multiworker run has one "
                          f"replica per worker, the default strategy one): pass --strategy mirrored. Received: "
                          f"--replicas {args.replicas}" + (f" --strategy {args.strategy}" if args.strategy else ""))
-    return DistributeConfig(strategy=args.strategy or "default", replicas=args.replicas)
+    from tfattn.training.distributed import WORKER_TIMEOUT
+
+    timeout = WORKER_TIMEOUT if args.worker_timeout is None else args.worker_timeout
+    return DistributeConfig(strategy=args.strategy or "default", replicas=args.replicas, worker_timeout=timeout)
 
 
 # -- parsers ---------------------------------------------------------------------------------------
@@ -517,8 +542,8 @@ def _add_train_parser(sub):
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint, with its own settings "
-                        "(config.json): only --epochs, --time-budget, --quiet, --corpus, --strategy and --replicas "
-                        "may be given")
+                        "(config.json): only --epochs, --time-budget, --quiet, --corpus, --strategy, --replicas, "
+                        "--worker-timeout, --tensorboard and --no-tensorboard may be given")
     _add_model_flags(p.add_argument_group("model"))
     _add_batch_flags(p.add_argument_group("tokens and batches"))
     _add_optimization_flags(p.add_argument_group("optimization"))
@@ -643,9 +668,13 @@ def _add_training_flags(g):
     g.add_argument("--replicas", type=positive_int, metavar="N",
                    help="with --strategy mirrored: N devices; without a GPU, N logical CPU devices that share the "
                         "machine's cores (default: every GPU, or the one CPU)")
+    g.add_argument("--worker-timeout", type=duration, metavar="DURATION",
+                   help="with --strategy multiworker: how long each worker waits for the others to start, e.g. "
+                        "60s or 10m; past it, it stops and names those that did not (default: 5m)")
     g.add_argument("--tensorboard", metavar="DIR",
                    help="where TensorBoard summaries go: losses, learning rate, gradient norm, tokens/s, "
-                        "validation BLEU and chrF, attention images, translations, hparams (default: RUN/tensorboard)")
+                        "validation BLEU and chrF, attention images, translations, hparams (default: "
+                        "RUN/tensorboard); checked before anything is written. With --resume: from now on")
     g.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard summaries")
     g.add_argument("--log-every", type=positive_int, default=20,
                    help="steps between reads of the training means (progress line, TensorBoard, checks of "
