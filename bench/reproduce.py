@@ -438,8 +438,8 @@ def path_problem(args):
     for corpus in args.corpora:
         missing = [path for path in corpus_files(corpus) if not os.path.isfile(path)]
         if missing:
-            return (f"the {corpus} corpus is missing ({missing[0]} is not a file{' among others' if len(missing) > 1 else ''}"
-                    f"): put it under {DATA} or leave {corpus} out with --corpora. Received: --corpora "
+            others = " among others" if len(missing) > 1 else ""
+            return (f"the {corpus} corpus is missing ({missing[0]} is not a file{others}): put it under {DATA} or leave {corpus} out with --corpora. Received: --corpora "
                     f"{','.join(args.corpora)}")
     for flag, directory in (("--out", args.out), ("--figures", args.figures)):
         try:
@@ -467,9 +467,10 @@ def parse_args(argv=None):
                         help=f"the full grid: {', '.join(CORPORA)} and all of Table 4's cells, about {FULL_DURATION} "
                              f"on 2 cores (default: {', '.join(DEFAULT_CORPORA)} and {len(DEFAULT_CELLS)} cells, about "
                              f"{DEFAULT_DURATION})")
-    parser.add_argument("--steps", type=positive_int, help=f"training steps per model (default {STEPS:,}; --tiny: {TINY.steps})")
-    parser.add_argument("--every", type=positive_int, help=f"steps between validations (default {EVERY}); --steps must be a "
-                                                  f"multiple of it")
+    parser.add_argument("--steps", type=positive_int,
+                        help=f"training steps per model (default {STEPS:,}; --tiny: {TINY.steps})")
+    parser.add_argument("--every", type=positive_int,
+                        help=f"steps between validations (default {EVERY}); --steps must be a multiple of it")
     parser.add_argument("--corpora", type=names(tuple(CORPORA)),
                         help=f"default {','.join(DEFAULT_CORPORA)}; --full and --tiny: {','.join(CORPORA)}")
     parser.add_argument("--parts", type=names(PARTS), default=list(PARTS))

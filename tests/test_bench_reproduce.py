@@ -110,7 +110,8 @@ def corpora(tmp_path, monkeypatch):
     (tmp_path / "m30k").mkdir()
     (tmp_path / "m30k" / "train.en").write_text("a dog\n")
     monkeypatch.setitem(reproduce.CORPORA, "spa-eng", {"corpus": str(tmp_path / "spa.txt"), "direction": "to_english"})
-    monkeypatch.setitem(reproduce.CORPORA, "multi30k", {**reproduce.CORPORA["multi30k"], "corpus": str(tmp_path / "m30k")})
+    multi30k = {**reproduce.CORPORA["multi30k"], "corpus": str(tmp_path / "m30k")}
+    monkeypatch.setitem(reproduce.CORPORA, "multi30k", multi30k)
 
 
 def test_paths_that_can_be_written_and_read_pass_and_are_made(tmp_path, corpora):
