@@ -594,3 +594,17 @@ def test_the_translate_signature_refuses_a_batch_that_is_not_one_dimensional(exp
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)text_must_be_a_batch_of_strings.*"
                                                              r"Shape of tensor text \[2,2\] is not compatible"):
         translate(text=tf.constant([["5 march 2019", "6 march 2019"], ["a", "b"]]))
+
+
+@pytest.mark.parametrize("name, value", [("beam_width", [4, 4]), ("length_penalty", [0.6, 0.6])])
+def test_the_beam_signature_refuses_a_vector_beam_width_or_length_penalty(exported_dates, name, value):
+    import tensorflow as tf
+
+    from tfattn.serving.translator import load
+
+    beam = load(exported_dates).signatures["translate_beam"]
+    inputs = {"beam_width": tf.constant(4), "length_penalty": tf.constant(0.6)}
+    inputs[name] = tf.constant(value, inputs[name].dtype)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=rf"(?s){name}_must_be_a_scalar.*"
+                                                             rf"Shape of tensor {name} \[2\] is not compatible"):
+        beam(text=tf.constant(["5 march 2019", "6 march 2019"]), **inputs)

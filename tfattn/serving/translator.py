@@ -153,7 +153,11 @@ class Translator(tf.Module):
     def translate_beam(self, text, beam_width, length_penalty):
         """Beam search; `beam_width` int32 or int64 is clamped to [1, min(vocab, 64)], `length_penalty`
         float32 or float64 to [0, 5] (NaN counts as 0). An export holds one concrete function per
-        pair of dtypes, each a cast and a call of the int32/float32 one (`BEAM_DTYPES`)."""
+        pair of dtypes, each a cast and a call of the int32/float32 one (`BEAM_DTYPES`). Both are
+        checked to be scalars when the graph runs (a caller of the exported signature can feed any
+        shape, and a vector would fail deep in the search), as `text` is checked to be `[batch]`."""
+        beam_width = tf.ensure_shape(beam_width, [], name="beam_width_must_be_a_scalar")
+        length_penalty = tf.ensure_shape(length_penalty, [], name="length_penalty_must_be_a_scalar")
         beam_width = tf.cast(tf.clip_by_value(beam_width, tf.int32.min, tf.int32.max), tf.int32)
         return self._translate_beam(text, beam_width, tf.cast(length_penalty, tf.float32))
 
