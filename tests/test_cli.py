@@ -450,6 +450,12 @@ def test_plot_errors_name_the_file_and_what_was_expected(capsys, tmp_path):
         (["--history", write_json(tmp_path / "eval.json", EVALUATION)],
          f"{tmp_path / 'eval.json'} is not a run's history.json (no 'loss'). "
          f"Received: --history {str(tmp_path / 'eval.json')!r}"),
+        (["--history", write_json(tmp_path / "text.json", {"loss": "abc"})],
+         f"{tmp_path / 'text.json'} is not a run's history.json: history['loss'] must be a list of numbers (null "
+         f"where not finite), one per epoch. Received: history['loss']='abc'"),
+        (["--history", write_json(tmp_path / "mixed.json", {"loss": [2.0, 1.0], "val_accuracy": [0.5, "0.7"]})],
+         f"{tmp_path / 'mixed.json'} is not a run's history.json: history['val_accuracy'] must be a list of numbers "
+         f"(null where not finite), one per epoch. Received: history['val_accuracy']=[0.5, '0.7']"),
         (["--bleu-by-length", str(tmp_path / "missing.json")],
          f"No such file: {tmp_path / 'missing.json'} (a file written by `tfattn evaluate --output` expected). "
          f"Received: --bleu-by-length {str(tmp_path / 'missing.json')!r}"),

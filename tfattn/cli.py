@@ -364,7 +364,10 @@ def _plot(args):
         if not isinstance(history, dict) or "loss" not in history:
             raise ValueError(f"{args.history} is not a run's history.json (no 'loss'). "
                              f"Received: --history {args.history!r}")
-        fig = plot.plot_history(history)
+        try:
+            fig = plot.plot_history(history)
+        except ValueError as error:  # a series that is not numbers, or none to draw
+            raise ValueError(f"{args.history} is not a run's history.json: {error}") from None
     else:
         curves = {}
         for path, label in zip(args.bleu_by_length, _curve_labels(args.bleu_by_length)):
