@@ -252,6 +252,8 @@ def test_no_accel_exports_the_reference_tier(flags, expected):
      "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: '0s'"),
     (["train", "--out", "r", "--time-budget", "soon"],
      "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: 'soon'"),
+    (["train", "--out", "r", "--dropout", "1.5"], "argument --dropout: expected a number in [0, 1). Received: '1.5'"),
+    (["train", "--out", "r", "--dropout", "nan"], "argument --dropout: expected a number in [0, 1). Received: 'nan'"),
     (["demo", "--n-test", "0"], "argument --n-test: expected an integer >= 1. Received: '0'"),
     (["demo", "--n-train", "0"], "argument --n-train: expected an integer >= 1. Received: '0'"),
     (["demo", "--time-budget", "-1"], "argument --time-budget: expected a number > 0. Received: '-1'"),
@@ -276,6 +278,9 @@ def test_the_smallest_accepted_values_reach_the_config(tmp_path):
         run_config(build_parser().parse_args([*flags[:-6], "--units", "1", *flags[-4:]]))
     assert (config.train.time_budget, config.train.epochs) == (90.0, 10)  # no --epochs: TrainConfig's 10
     assert build_parser().parse_args(["translate", "--model", "m", "--beam", "0"]).beam == 0
+    with pytest.raises(ValueError, match=r"^--splits takes three comma-separated names \(train, validation, test\)\. "
+                                         r"Received: --splits a,b$"):
+        run_config(build_parser().parse_args([*flags, "--splits", "a,b"]))
 
 
 def test_the_smallest_vocabulary_has_one_token_besides_the_reserved_ids():

@@ -410,7 +410,8 @@ def _corpus_config(args):
 
     splits = tuple(args.splits.split(",")) if args.splits else ("train", "validation", "test")
     if len(splits) != 3:
-        raise ValueError(f"--splits takes three comma-separated names. Received: splits={args.splits!r}")
+        raise ValueError(f"--splits takes three comma-separated names (train, validation, test). Received: --splits "
+                         f"{shlex.quote(args.splits)}")
     return CorpusConfig(corpus=args.corpus, format=args.format, strict=args.strict, direction=args.direction,
                         source_lang=args.source_lang, target_lang=args.target_lang, splits=splits,
                         data_dir=args.data_dir, max_pairs=getattr(args, "max_pairs", None))
@@ -593,7 +594,7 @@ def _add_model_flags(m):
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1,
                    help="encoder layers; self-attention: blocks in encoder and decoder (default: 1)")
-    m.add_argument("--dropout", type=float, default=0.2, help="default: 0.2")
+    m.add_argument("--dropout", type=rate, default=0.2, help="the rate of every dropout, in [0, 1) (default: 0.2)")
     m.add_argument("--no-accel", dest="accel", action="store_false", default=None,
                    help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "
                         "instead of the fast tier (tfattn.accel); the same losses within rounding, slower "
@@ -726,6 +727,17 @@ MIN_MAX_LENGTH = 3  # [START], one token, [END] (tfattn.data.text.Tokenizer)
 
 FLOAT32_MAX = 3.4028234663852886e38  # training runs in float32: a larger number is infinite there
 FLOAT32_TINY = 1.401298464324817e-45  # and a smaller one is 0
+
+
+def rate(value):
+    """An argparse type: a number in [0, 1), a dropout rate."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 <= number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1). Received: {value!r}")
+    return number
 
 
 def positive_float(value):
