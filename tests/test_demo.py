@@ -8,6 +8,8 @@ reached 99.5-100%, and 3 of 3 Bahdanau runs 99.9-100%; two epochs (470 steps) mi
 runs (25.6% and 97.9%).
 """
 
+import json
+
 import keras
 import pytest
 import tensorflow as tf
@@ -40,3 +42,15 @@ def test_the_demo_reads_99_percent_of_held_out_dates_after_705_steps(attention, 
         right += sum(text.decode("utf-8") == iso for text, (_, iso) in zip(out, chunk))
     assert right / len(test_pairs) >= 0.99, summary["errors_by_form"]
     assert summary["exact_match"] == round(right / len(test_pairs), 4)  # the demo reports what it got
+
+
+@pytest.mark.parametrize("quiet, examples", [(True, 0), (False, 5)])
+def test_quiet_prints_the_json_alone(dates_translator, tmp_path, monkeypatch, capsys, quiet, examples):
+    config = demo.DemoConfig(n_test=8, out_dir=str(tmp_path))
+    _, test_pairs = dates.make_corpus(40, config.n_test, seed=0)
+    monkeypatch.setattr(demo, "train_translator", lambda config, quiet: (dates_translator, test_pairs,
+                                                                         {"seconds": 1.0, "loss": [1.0]}))
+    demo.main(config, quiet=quiet)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == examples + 1 and " -> " not in lines[-1]
+    assert set(json.loads(lines[-1])) >= {"exact_match", "export", "plot"}  # the summary, last
