@@ -6,12 +6,14 @@ greedy and beam-4 translations of the TEST split with `tfattn.evaluate` (sacrebl
 lowercased, 13a tokenization) against the untouched English references. Also reports peak resident
 memory. Prints one JSON object.
 
-Every model kind of the package has a row (`--model KIND`, see `KINDS`); `--attention` and the
-other model flags still describe a Bahdanau or Luong model by hand. BLEU is also given by source
+Every model kind of the package has a row (`--model KIND`, see `KINDS`), and so has each idea of
+issue 44 tried on a kind (`ROWS`: label smoothing, tied embeddings, WordPiece, bfloat16, warm-up and
+peak rate, post-norm, checkpoint averaging); `--attention` and the other model flags still describe
+a Bahdanau or Luong model by hand. Every row trains in float32 unless it says otherwise. BLEU is also given by source
 length (`{bucket: {"bleu", "n"}}`, as `tfattn.evaluate.bleu_by_length` gives it) and for sentences of
 16 words and more, the bottleneck's side (Bahdanau et al. 2014, Fig. 2).
 
-Usage: python bench/quality.py [--model KIND | --attention bahdanau|luong [--input-feeding]] [--minutes 15] [--out DIR]
+Usage: python bench/quality.py [--model ROW | --attention bahdanau|luong [--input-feeding]] [--minutes 15] [--out DIR]
 """
 
 import argparse
@@ -41,6 +43,7 @@ from tfattn.runs.config import CorpusConfig, RunConfig, TokenizerConfig  # noqa:
 from tfattn.runs.export import translate_texts  # noqa: E402
 from tfattn.runs.train import train_run  # noqa: E402
 from tfattn.training.trainer import TrainConfig  # noqa: E402
+from tfattn.training.validation import ValidationConfig  # noqa: E402
 
 
 # Each kind's ModelConfig fields beyond the shared embedding 256, units 256 and dropout; the rows of
@@ -69,6 +72,47 @@ KINDS = {
 # multi-head attention, Vaswani et al. section 5.3; without it, multihead stays at the unigram loss).
 TRAINING = {name: dict(learning_rate=1e-3) for name in ("transformer", "transformer-relative")}
 
+# Issue 44's rows: one idea each, on the best kind (`multihead`), on `bahdanau`, or on the Transformer
+# (its own model fields), compared with that kind's own row trained the same day. Each row: "kind"
+# (the KINDS row it starts from), and what it changes: "model" (ModelConfig fields), "train"
+# (TrainConfig fields), "run" (`recipe` arguments: tokenizer `level`, `checkpoint_every`,
+# `average_checkpoints`, `size`, the embeddings' and units' size).
+ROWS = {
+    # Label smoothing, Vaswani et al. 2017 section 5.4: 0.1 on the label's complement.
+    "multihead-ls": dict(kind="multihead", train=dict(label_smoothing=0.1)),
+    "bahdanau-ls": dict(kind="bahdanau", train=dict(label_smoothing=0.1)),
+    # Tied target embedding and output projection (Press & Wolf 2017); the recipe's embedding_dim and
+    # units are both 256, as an RNN decoder's tying needs.
+    "transformer-tied": dict(kind="transformer", model=dict(tie_embeddings=True)),
+    "multihead-tied": dict(kind="multihead", model=dict(tie_embeddings=True)),
+    "bahdanau-tied": dict(kind="bahdanau", model=dict(tie_embeddings=True)),
+    # WordPiece against 5,000 words: the same 5,000 entries per side, so that the softmax costs the same
+    # per token and only the unit changes (no [UNK]; sentences about a tenth longer).
+    "multihead-wordpiece": dict(kind="multihead", run=dict(level="wordpiece")),
+    "bahdanau-wordpiece": dict(kind="bahdanau", run=dict(level="wordpiece")),
+    # bfloat16 (mixed_bfloat16, on the fast tier): the time saved spent on more steps (the same model;
+    # the cosine follows the clock, since how many steps fit in the budget is what is measured), or on
+    # a larger model (units 384, embeddings too).
+    "multihead-bf16": dict(kind="multihead", train=dict(precision="mixed_bfloat16", decay_to_budget=True)),
+    "multihead-bf16-384": dict(kind="multihead", train=dict(precision="mixed_bfloat16", decay_to_budget=True),
+                               run=dict(size=384)),
+    "bahdanau-bf16": dict(kind="bahdanau", train=dict(precision="mixed_bfloat16", decay_to_budget=True)),
+    # Per-kind warm-up and peak rate (the recipe: 1,000 warm-up steps for multi-head attention, 2e-3).
+    "multihead-warmup2000": dict(kind="multihead", train=dict(warmup_steps=2000)),
+    "multihead-lr3e-3": dict(kind="multihead", train=dict(learning_rate=3e-3)),
+    "multihead-lr1e-3": dict(kind="multihead", train=dict(learning_rate=1e-3)),
+    "transformer-lr2e-3": dict(kind="transformer", train=dict(learning_rate=2e-3)),
+    # Post-norm (Vaswani's LayerNorm(x + Sublayer(x))) against the package's pre-norm `transformer` row.
+    "transformer-postnorm": dict(kind="transformer", model=dict(norm="post")),
+    # Checkpoint averaging: a checkpoint every 500 steps and the last 5 averaged (the last 2,500 steps,
+    # the cosine's tail); the average is exported when it validates better than the best checkpoint.
+    "multihead-avg5": dict(kind="multihead", run=dict(checkpoint_every=500, average_checkpoints=5)),
+    "bahdanau-avg5": dict(kind="bahdanau", run=dict(checkpoint_every=500, average_checkpoints=5)),
+}
+for _name, _row in ROWS.items():
+    KINDS[_name] = {**KINDS[_row["kind"]], **_row.get("model", {})}
+    TRAINING[_name] = {**TRAINING.get(_row["kind"], {}), **_row.get("train", {})}
+
 
 def model_config(args):
     if args.model:
@@ -76,7 +120,12 @@ def model_config(args):
     else:
         luong = {"score": args.score, "input_feeding": args.input_feeding} if args.attention == "luong" else {}
         fields = dict(attention=args.attention, **luong)  # (ModelConfig refuses Luong's options on other kinds)
-    return recipe_model(fields, args.dropout)
+    return recipe_model(fields, args.dropout, _run_settings(args).get("size", 256))
+
+
+def _run_settings(args):
+    """The row's `recipe` arguments beyond the model and training (`ROWS[...]["run"]`), or none."""
+    return dict(ROWS.get(args.model, {}).get("run", {})) if args.model else {}
 
 
 def recipe_model(fields, dropout, size=256):
@@ -90,16 +139,27 @@ def recipe_model(fields, dropout, size=256):
 def run_config(args):
     seconds = args.minutes * 60
     steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
-    train = TrainConfig(**{"learning_rate": args.learning_rate, **TRAINING.get(args.model, {})},
-                        decay_steps=steps, epochs=100, time_budget=seconds)
-    return recipe(CorpusConfig(corpus=str(spa.SPA)), model_config(args), train, args.vocab_size)
+    fields = {"learning_rate": args.learning_rate, "precision": "float32", **TRAINING.get(args.model, {})}
+    if fields.get("decay_to_budget"):  # the cosine over the time budget, whatever the step rate
+        train = TrainConfig(**fields, epochs=100, time_budget=seconds)
+    else:
+        train = TrainConfig(**fields, decay_steps=steps, epochs=100, time_budget=seconds)
+    run = {k: v for k, v in _run_settings(args).items() if k != "size"}
+    return recipe(CorpusConfig(corpus=str(spa.SPA)), model_config(args), train, args.vocab_size, **run)
 
 
-def recipe(corpus, model, train, vocab_size, **run):
-    """The `RunConfig` of this recipe: word-level vocabularies of `vocab_size` words per side, sentences
-    of at most 40 tokens, batches of 64, outputs of at most 40 tokens; `run` sets other `RunConfig`
+def recipe(corpus, model, train, vocab_size, level="word", checkpoint_every=2000, average_checkpoints=None, **run):
+    """The `RunConfig` of this recipe: vocabularies of `vocab_size` entries per side (words, or `level`),
+    sentences of at most 40 tokens, batches of 64, outputs of at most 40 tokens, a checkpoint every
+    `checkpoint_every` steps and, with `average_checkpoints`, the last ones averaged at the end; in
+    float32 unless `train` asks for another precision than "auto"; `run` sets other `RunConfig`
     fields. bench/reproduce.py trains its models with it too."""
-    tokenizer = TokenizerConfig(level="word", max_tokens=vocab_size, max_length=40)
+    tokenizer = TokenizerConfig(level=level, max_tokens=vocab_size, max_length=40)
+    if train.precision == "auto":  # rows compare on any machine: bfloat16 only where a row asks
+        train = dataclasses.replace(train, precision="float32")
+    validation = run.pop("validation", ValidationConfig())
+    if average_checkpoints:
+        validation = dataclasses.replace(validation, average_checkpoints=average_checkpoints)
     return RunConfig(
         corpus=corpus,
         source_tokenizer=tokenizer, target_tokenizer=tokenizer,
@@ -107,7 +167,8 @@ def recipe(corpus, model, train, vocab_size, **run):
         data=DataConfig(batch_size=64),
         train=train,
         decode=DecodeConfig(max_length=40, ratio=2.0, extra=10),
-        checkpoint_every=2000,
+        checkpoint_every=checkpoint_every,
+        validation=validation,
         **run,
     )
 
@@ -130,7 +191,8 @@ def score(export_dir, pairs, beam):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=sorted(KINDS), help="a model kind (overrides --attention and its flags)")
+    parser.add_argument("--model", choices=sorted(KINDS),
+                        help="a model kind or row (overrides --attention and its flags)")
     parser.add_argument("--attention", choices=("luong", "bahdanau"), default="bahdanau")
     parser.add_argument("--score", default="general")
     parser.add_argument("--input-feeding", action="store_true")
@@ -154,7 +216,11 @@ def main():
         "peak_rss_mb_training": round(peak_mb), "n_test": len(test),
         "greedy": score(summary["export"], test, 1), "beam4": score(summary["export"], test, 4),
         "config": {"learning_rate": config.train.learning_rate, "warmup_steps": config.train.warmup_steps,
-                   "dropout": args.dropout, "vocab_size": args.vocab_size},
+                   "dropout": args.dropout, "vocab_size": args.vocab_size, "precision": config.train.precision,
+                   "label_smoothing": config.train.label_smoothing, "tokenizer": config.target_tokenizer.level,
+                   "checkpoint_every": config.checkpoint_every,
+                   "average_checkpoints": config.validation.average_checkpoints},
+        "averaged": summary.get("averaged"),
         "run": os.path.join(out, "run"),
     }
     print(json.dumps(result, ensure_ascii=False))

@@ -1,7 +1,15 @@
-"""Shared fixtures: small corpora and one briefly trained dates translator for the whole session."""
+"""Shared fixtures: small corpora, briefly trained dates translators, an export and a finished run.
 
+The expensive ones (a trained translator, an export, a run) are made once per test session however
+many pytest-xdist workers run it (`made_once`): the first worker to ask makes the files, the others
+wait for them and read them, so `make test`'s two workers do not each train the same model.
+"""
+
+import fcntl
 import functools
+import json
 import os
+import shutil
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -90,35 +98,91 @@ def dates_data():
     return train, test, source, target
 
 
+def made_once(tmp_path_factory, name, make):
+    """The folder `make(folder)` fills, made once per test session and shared by its pytest-xdist
+    workers: the first to ask makes it, holding a lock; the others wait and get the same folder. A
+    `make` that fails leaves no folder behind, and the next to ask tries again. Tests must not change
+    what is in it (copy it first)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, under xdist
+    folder, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            try:
+                make(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            done.touch()
+    return folder
+
+
+DATES_MODEL = dict(embedding_dim=16, units=32)
+
+
 def train_dates_translator(dates_data, attention, epochs=2):
+    """A dates translator trained from seed 0 for `epochs` (a few seconds): the same weights in every
+    process, whatever other tests did with the random generators before."""
+    import keras
+
     import tfattn
     from tfattn.training.trainer import TrainConfig, fit
 
     train, _, source, target = dates_data
-    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, embedding_dim=16, units=32),
-                              source.vocab_size, target.vocab_size)
+    keras.utils.set_random_seed(0)
+    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, **DATES_MODEL), source.vocab_size,
+                              target.vocab_size)
     dataset = tfattn.make_dataset(train, source, target, tfattn.DataConfig(batch_size=32))
     fit(model, dataset, TrainConfig(learning_rate=5e-3, epochs=epochs), quiet=True)
     return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=14))
 
 
+def shared_dates_translator(dates_data, tmp_path_factory, attention):
+    """`train_dates_translator`'s translator, trained once per session (`made_once`) and read back from
+    its weights in every worker."""
+    import tfattn
+
+    _, _, source, target = dates_data
+    save = lambda folder: train_dates_translator(dates_data, attention).model.save_weights(  # noqa: E731
+        str(folder / "model.weights.h5"))
+    folder = made_once(tmp_path_factory, f"dates-{attention}", save)
+    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, **DATES_MODEL), source.vocab_size,
+                              target.vocab_size)
+    tfattn.model.ensure_built(model).load_weights(str(folder / "model.weights.h5"))
+    return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=14))
+
+
 @pytest.fixture(scope="session")
-def dates_translator(dates_data):
+def dates_translator(dates_data, tmp_path_factory):
     """A Luong translator trained for a few seconds: good enough to emit dates, not to be right."""
-    return train_dates_translator(dates_data, "luong")
+    return shared_dates_translator(dates_data, tmp_path_factory, "luong")
 
 
 @pytest.fixture(scope="session")
-def bahdanau_translator(dates_data):
-    return train_dates_translator(dates_data, "bahdanau")
+def bahdanau_translator(dates_data, tmp_path_factory):
+    return shared_dates_translator(dates_data, tmp_path_factory, "bahdanau")
 
 
 @pytest.fixture(scope="session")
 def exported_dates(dates_translator, tmp_path_factory):
-    """The Luong dates translator exported once for the session."""
+    """The Luong dates translator exported once for the session (core-ops tokenizers, the default)."""
     from tfattn.serving.translator import export
 
-    return export(dates_translator, str(tmp_path_factory.mktemp("export") / "dates"))
+    folder = made_once(tmp_path_factory, "export-dates", lambda f: export(dates_translator, str(f / "dates")))
+    return str(folder / "dates")
+
+
+@pytest.fixture(scope="session")
+def exported_bahdanau(bahdanau_translator, tmp_path_factory):
+    """The Bahdanau dates translator exported once for the session."""
+    from tfattn.serving.translator import export
+
+    folder = made_once(tmp_path_factory, "export-bahdanau",
+                       lambda f: export(bahdanau_translator, str(f / "bahdanau")))
+    return str(folder / "bahdanau")
 
 
 @pytest.fixture(autouse=True)
@@ -134,17 +198,18 @@ def _seeded():
 def small_run(tmp_path_factory):
     """A finished run (`tfattn train` in a child process): 600 date lines, 2 epochs of 72 steps,
     checkpoints every 10 steps; `(run directory, summary dict)`. Tests copy it before changing it."""
-    import json
-
     from processes import TRAIN_FLAGS, tfattn, write_anki
 
-    tmp = tmp_path_factory.mktemp("run")
-    write_anki(tmp / "d.txt", 600)
-    run = str(tmp / "run")
-    proc = tfattn("train", "--corpus", str(tmp / "d.txt"), "--out", run, "--epochs", "2", *TRAIN_FLAGS)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    return run, json.loads(out.strip().splitlines()[-1])
+    def train(folder):
+        write_anki(folder / "d.txt", 600)
+        proc = tfattn("train", "--corpus", str(folder / "d.txt"), "--out", str(folder / "run"), "--epochs", "2",
+                      *TRAIN_FLAGS)
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+        (folder / "summary.json").write_text(out.strip().splitlines()[-1], encoding="utf-8")
+
+    folder = made_once(tmp_path_factory, "small-run", train)
+    return str(folder / "run"), json.loads((folder / "summary.json").read_text(encoding="utf-8"))
 
 
 def run_main(capsys, *args):

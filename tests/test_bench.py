@@ -399,6 +399,81 @@ def test_quality_has_a_row_for_every_model_kind():
 
 
 
+def quality_config(row, **changes):
+    """The `RunConfig` `bench/quality.py --model ROW` trains, without training."""
+    args = argparse.Namespace(**{**dict(minutes=15, step_seconds=0.09, vocab_size=5000, dropout=0.2,
+                                        learning_rate=2e-3, model=row, attention="bahdanau", score="general",
+                                        input_feeding=False), **changes})
+    return quality.run_config(args)
+
+
+def test_every_issue_44_row_changes_one_thing_of_its_kind():
+    for row, spec in quality.ROWS.items():
+        config, base = quality_config(row), quality_config(spec["kind"])
+        changed = {f"{section}.{k}" for section in ("model", "train") for k, v in vars(getattr(config, section)).items()
+                   if getattr(getattr(base, section), k) != v}
+        changed |= {k for k in ("checkpoint_every",) if getattr(config, k) != getattr(base, k)}
+        changed |= {"validation.average_checkpoints"} if config.validation != base.validation else set()
+        changed |= {"tokenizer"} if config.target_tokenizer != base.target_tokenizer else set()
+        assert changed, row  # a row that changes nothing measures nothing
+        allowed = {"model.tie_embeddings", "model.norm", "model.embedding_dim", "model.units", "train.label_smoothing",
+                   "train.precision", "train.decay_to_budget", "train.decay_steps", "train.warmup_steps",
+                   "train.learning_rate", "checkpoint_every", "validation.average_checkpoints", "tokenizer"}
+        assert changed <= allowed, (row, changed - allowed)
+
+
+@pytest.mark.parametrize("row, check", [
+    ("multihead-ls", lambda c: c.train.label_smoothing == 0.1 and c.model.heads == 4),
+    ("bahdanau-ls", lambda c: c.train.label_smoothing == 0.1 and c.model.attention == "bahdanau"),
+    ("transformer-tied", lambda c: c.model.tie_embeddings and c.model.attention == "transformer"
+     and c.train.learning_rate == 1e-3),  # the Transformer's own rate kept
+    ("bahdanau-tied", lambda c: c.model.tie_embeddings and c.model.embedding_dim == c.model.units == 256),
+    ("multihead-wordpiece", lambda c: c.source_tokenizer.level == c.target_tokenizer.level == "wordpiece"
+     and c.target_tokenizer.max_tokens == 5000),
+    ("multihead-bf16", lambda c: c.train.precision == "mixed_bfloat16" and c.train.decay_to_budget
+     and c.train.decay_steps is None and c.model.units == 256),
+    ("multihead-bf16-384", lambda c: c.model.units == c.model.embedding_dim == 384 and c.model.heads == 4),
+    ("multihead-warmup2000", lambda c: c.train.warmup_steps == 2000),
+    ("multihead-lr3e-3", lambda c: c.train.learning_rate == 3e-3 and c.train.warmup_steps == 1000),
+    ("transformer-postnorm", lambda c: c.model.norm == "post" and c.train.warmup_steps == 1000),
+    ("multihead-avg5", lambda c: c.validation.average_checkpoints == 5 and c.checkpoint_every == 500),
+    ("multihead", lambda c: c.train.precision == "float32" and c.train.label_smoothing == 0.0
+     and not c.model.tie_embeddings and c.model.norm == "pre" and c.checkpoint_every == 2000),
+])
+def test_issue_44_rows(row, check):
+    assert check(quality_config(row))
+
+
+def test_every_row_builds_its_model():
+    from tfattn.model import make_model
+
+    for row in quality.ROWS:
+        make_model(quality_config(row).model, 50, 60)  # a tied RNN decoder needs embedding_dim == units
+
+
+FAKE_PEER = """
+import json, sys
+assert sys.argv[1:] == ["serve", "--units", "1024"], sys.argv
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "quit":
+        break
+    n = int(line.split()[1])
+    print(json.dumps({"steps": n, "seconds": 0.5 * n, "tokens": 600.0 * n}), flush=True)
+"""
+
+
+def test_the_peer_process_trains_on_request_and_quits(tmp_path):
+    # bench/train_throughput.py --peer DIR starts DIR/.venv/bin/python DIR/peer.py serve --units U.
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "peer.py").write_text(FAKE_PEER)
+    peer = train_throughput.Peer(str(tmp_path), 1024)
+    assert peer.steps(3) == {"steps": 3, "seconds": 1.5, "tokens": 1800.0}
+    peer.close()
+    assert peer.process.returncode == 0
+
+
 # --- bench/latency.py -----------------------------------------------------------------------------
 
 

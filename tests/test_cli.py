@@ -79,11 +79,15 @@ def test_threads_after_tensorflow_started_is_a_clear_error():
 
 @pytest.mark.long  # minutes of runs: make test-long
 def test_demo_trains_exports_reloads_and_reports(tmp_path):
-    result = tfattn("demo", "--n-train", "1500", "--n-test", "40", "--epochs", "1", "--out-dir",
-                    str(tmp_path), "--quiet", "--attention", "bahdanau")
+    result = tfattn("demo", "--n-train", "1500", "--n-validation", "40", "--n-test", "40", "--max-steps", "15",
+                    "--validate-every", "10", "--out-dir", str(tmp_path), "--attention", "bahdanau")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert {"exact_match", "export", "plot", "seconds"} <= set(summary)
+    assert {"exact_match", "export", "plot", "seconds", "steps", "validation_exact_match"} <= set(summary)
+    assert summary["steps"] == 15 and summary["stopped"] == "step cap 15 reached"  # 15 steps cannot read 99.5%
+    progress = [line for line in result.stderr.splitlines() if line.startswith("step ")]
+    assert [line.split(":")[0] for line in progress] == ["step 10 of at most 15", "step 15 of at most 15"]
+    assert progress[-1].endswith("held-out dates); stopped: step cap 15 reached")
     assert 0.0 <= summary["exact_match"] <= 1.0
     assert summary["export"] == str(tmp_path / "dates-bahdanau")
     assert os.path.exists(os.path.join(summary["export"], "saved_model.pb"))
@@ -93,7 +97,7 @@ def test_demo_trains_exports_reloads_and_reports(tmp_path):
 
 @pytest.mark.parametrize("flag, value, message", [
     ("--attention", "nope", "argument --attention: invalid choice: 'nope'"),
-    ("--epochs", "two", "argument --epochs: expected an integer >= 1. Received: 'two'"),
+    ("--max-steps", "two", "argument --max-steps: expected an integer >= 1. Received: 'two'"),
 ])
 def test_bad_flag_values_exit_2(flag, value, message):
     result = tfattn("demo", flag, value)
@@ -140,6 +144,36 @@ def test_models_with_multihead_attention_warm_up_by_default(flags, warmup, tmp_p
 
     train = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
     assert run_config(build_parser().parse_args(train + flags)).train.warmup_steps == warmup
+
+
+@pytest.mark.parametrize("flags, field, want", [
+    ([], ("train", "label_smoothing"), 0.0),
+    (["--label-smoothing", "0.1"], ("train", "label_smoothing"), 0.1),
+    ([], ("model", "tie_embeddings"), False),
+    (["--tie-embeddings"], ("model", "tie_embeddings"), True),
+    ([], ("model", "norm"), "pre"),
+    (["--attention", "transformer", "--norm", "post"], ("model", "norm"), "post"),
+    ([], ("train", "precision_asked"), "auto"),  # --precision auto is the default, resolved in the config
+    (["--precision", "float32"], ("train", "precision"), "float32"),
+    (["--precision", "float32"], ("train", "precision_asked"), None),
+    (["--precision", "mixed_bfloat16"], ("train", "precision"), "mixed_bfloat16"),
+])
+def test_issue_44_flags_set_their_fields(flags, field, want, tmp_path):
+    from tfattn.cli import build_parser, run_config
+
+    train = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
+    section, name = field
+    assert getattr(getattr(run_config(build_parser().parse_args(train + flags)), section), name) == want
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "x", "nan"])
+def test_label_smoothing_outside_0_1_exits_2(value, capsys):
+    from tfattn.cli import build_parser
+
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["train", "--corpus", "c", "--out", "r", "--label-smoothing", value])
+    assert exit.value.code == 2
+    assert f"expected a number in [0, 1). Received: {value!r}" in capsys.readouterr().err
 
 
 def test_luong_scores_are_scaled_unless_no_scale(tmp_path):
@@ -256,7 +290,9 @@ def test_no_accel_exports_the_reference_tier(flags, expected):
     (["train", "--out", "r", "--dropout", "nan"], "argument --dropout: expected a number in [0, 1). Received: 'nan'"),
     (["demo", "--n-test", "0"], "argument --n-test: expected an integer >= 1. Received: '0'"),
     (["demo", "--n-train", "0"], "argument --n-train: expected an integer >= 1. Received: '0'"),
-    (["demo", "--time-budget", "-1"], "argument --time-budget: expected a number > 0. Received: '-1'"),
+    (["demo", "--max-steps", "0"], "argument --max-steps: expected an integer >= 1. Received: '0'"),
+    (["demo", "--stop-at", "1.5"], "argument --stop-at: expected a number in (0, 1], such as 0.995. Received: '1.5'"),
+    (["demo", "--stop-at", "nan"], "argument --stop-at: expected a number in (0, 1], such as 0.995. Received: 'nan'"),
     (["demo", "--seed", "-1"], "argument --seed: expected an integer >= 0. Received: '-1'"),
 ])
 def test_count_and_size_flags_refuse_nonsense(capsys, args, message):
@@ -298,14 +334,6 @@ def test_demo_config_needs_pairs(field, value):
 
     with pytest.raises(ValueError, match=rf"{field} must be an int >= 1\. Received: {field}={value!r}"):
         DemoConfig(**{field: value})
-
-
-def test_demo_config_needs_a_positive_time_budget():
-    from tfattn.demo import DemoConfig
-
-    with pytest.raises(ValueError, match=r"time_budget must be > 0 seconds, or None .*Received: time_budget=-1"):
-        DemoConfig(time_budget=-1)
-    assert DemoConfig(time_budget=None, n_train=1, n_test=1).time_budget is None
 
 
 # -- train --resume takes the run's settings -------------------------------------------------------

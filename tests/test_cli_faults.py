@@ -63,7 +63,7 @@ def test_out_of_memory_while_translating_is_one_line_with_a_hint(exported_dates,
     def exhausted(**inputs):
         raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor with shape[100000,64,512]")
 
-    monkeypatch.setattr(cli, "_signature", lambda path, beam: (exhausted, {}))
+    monkeypatch.setattr(cli, "_signature", lambda path, beam, heads=False: (exhausted, {}))
     with pytest.raises(SystemExit) as info:
         cli.main(["translate", "--model", exported_dates, "hola"])
     err = capsys.readouterr().err

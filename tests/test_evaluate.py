@@ -98,8 +98,21 @@ def test_empty_input():
 def test_evaluate_texts_is_json_and_rounded():
     result = evaluate.evaluate_texts(
         [_words(3), _words(12)], ["the cat sat on the rug", DOG], [CAT, DOG])
-    assert set(result) == {"bleu", "chrf", "n", "bleu_by_length"}
+    assert set(result) == {"bleu", "chrf", "n", "bleu_by_length", "signature"}
     assert json.loads(json.dumps(result)) == result
     assert result["bleu_by_length"]["11-15"] == {"bleu": 100.0, "n": 1}
     assert result["bleu_by_length"]["1-5"]["bleu"] == round(result["bleu_by_length"]["1-5"]["bleu"], 2)
     assert result["chrf"] == round(result["chrf"], 2)
+
+
+@pytest.mark.parametrize("lowercase, case", [(True, "lc"), (False, "mixed")])
+def test_the_json_carries_sacrebleus_signatures(lowercase, case):
+    # What sacrebleu's signature says of the scores `score` computes: one reference each, the case,
+    # BLEU's 13a tokenizer and exponential smoothing, chrF's character 6-grams and no word n-grams
+    # (chrF, not chrF++), and sacrebleu's version.
+    import sacrebleu
+
+    signature = evaluate.evaluate_texts(["a"], [CAT], [CAT], lowercase=lowercase)["signature"]
+    version = sacrebleu.__version__
+    assert signature == {"bleu": f"nrefs:1|case:{case}|eff:no|tok:13a|smooth:exp|version:{version}",
+                         "chrf": f"nrefs:1|case:{case}|eff:yes|nc:6|nw:0|space:no|version:{version}"}

@@ -57,6 +57,16 @@ def test_pyproject_admits_the_exact_pins_and_every_requirement_is_pinned():
     assert unpinned == set(), "requirements.txt should pin every package pyproject.toml asks for"
 
 
+def test_requires_python_is_what_the_pins_and_ci_support():
+    # requirements.txt's numpy 2.4 needs 3.11; CI runs 3.11 and Colab's 3.13 (make test-colab); the
+    # README's install line says the same.
+    from packaging.specifiers import SpecifierSet
+
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    assert [v for v in ("3.10", "3.11", "3.12", "3.13") if SpecifierSet(requires).contains(v)] == ["3.11", "3.12", "3.13"]
+    assert "Python 3.11 or newer" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
 def test_the_version_check_refuses_a_version_outside_a_range():
     # The helpers above, on a case worked out by hand: 2.19.1 is below ">=2.20,<2.22", 2.21.0 inside.
     assert Requirement("tensorflow>=2.20,<2.22").specifier.contains("2.21.0")

@@ -142,6 +142,9 @@ def test_config_round_trip(case):
         pytest.param({"score": "location", "scale": True, "input_feeding": False, "max_source_length": 4},
                      id="luong-location"),
         pytest.param({"score": "dot", "rnn": "lstm", "num_layers": 2}, id="luong-dot-lstm"),
+        pytest.param({"attention": "bahdanau", "tie_embeddings": True, "embedding_dim": UNITS}, id="bahdanau-tied"),
+        pytest.param({"attention": "transformer", "heads": 2, "tie_embeddings": True, "norm": "post"},
+                     id="transformer-tied-post"),
     ],
 )
 def test_keras_file_round_trip(overrides, tmp_path):
@@ -272,7 +275,8 @@ KINDS = {
 OTHER = {"score": "dot", "normalize": True, "scale": False, "local": "p", "window": 3, "hard": True, "heads": 4,
          "input_feeding": False, "encoder": "transformer", "positions": "learned", "relative_clip": 4,
          "ff_dim": 64, "embedding_dim": 32, "rnn": "lstm", "bidirectional": False, "units": 128, "num_layers": 2,
-         "dropout": 0.1, "max_source_length": 32, "max_target_length": 32}
+         "dropout": 0.1, "max_source_length": 32, "max_target_length": 32, "feed_summary": False,
+         "tie_embeddings": True, "norm": "post"}
 EVERY = set(KINDS)
 RNN_DECODERS = EVERY - {"transformer", "transformer relative"}
 ACCEPTED = {
@@ -292,6 +296,9 @@ ACCEPTED = {
     "rnn": RNN_DECODERS,
     "bidirectional": RNN_DECODERS - {"bahdanau+self-attention encoder"},
     "units": EVERY, "num_layers": EVERY, "dropout": EVERY, "max_source_length": EVERY, "max_target_length": EVERY,
+    "feed_summary": {"none"},  # Cho et al.'s summary at every step, or Sutskever et al.'s first state only
+    "tie_embeddings": EVERY,  # every decoder has a vocabulary projection (embedding_dim == units here)
+    "norm": {"bahdanau+self-attention encoder", "transformer", "transformer relative"},  # Transformer blocks
 }
 
 
@@ -354,6 +361,7 @@ def test_a_config_json_of_an_earlier_version_drops_the_options_its_model_ignored
     dict(attention="luong", heads=4, units=16),
     dict(attention="luong", local="p", window=3, hard=True),
     dict(attention="transformer", units=7, heads=7),  # no bidirectional RNN: an odd size is fine
+    dict(attention="none", feed_summary=False),
 ])
 def test_model_config_takes_every_kind_it_documents(fields):
     ModelConfig(**fields)

@@ -1,17 +1,53 @@
 """The public names of the package."""
 
 import importlib
+import inspect
 import os
+import pkgutil
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+import keras
 
 import tfattn
+import tfattn.layers
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_every_public_name_resolves_to_what_its_module_defines():
-    for name in set(tfattn.__all__) - {"config"}:
+    for name in set(tfattn.__all__) - {"tier"}:
         module = importlib.import_module(f"tfattn.{tfattn._EXPORTS[name]}")
         assert getattr(tfattn, name) is getattr(module, name), name
+
+
+def layer_classes_defined_in_tfattn_layers():
+    """Every public Keras layer class that a module of tfattn/layers defines (not an import of one)."""
+    found = set()
+    for info in pkgutil.iter_modules(tfattn.layers.__path__):
+        module = importlib.import_module(f"tfattn.layers.{info.name}")
+        found |= {name for name, value in vars(module).items()
+                  if inspect.isclass(value) and issubclass(value, keras.layers.Layer)
+                  and value.__module__ == module.__name__ and not name.startswith("_")}
+    return found
+
+
+def test_every_public_layer_is_importable_from_tfattn_as_from_tfattn_layers():
+    public = set(tfattn.layers.__all__)
+    assert layer_classes_defined_in_tfattn_layers() <= public
+    assert public <= set(tfattn.__all__)
+    for name in public:
+        assert getattr(tfattn, name) is getattr(tfattn.layers, name), name
+
+
+def test_every_layer_the_readme_names_is_importable_from_tfattn():
+    # Backquoted CamelCase names of the README that tfattn.layers defines, e.g. `MultiHeadAttention`.
+    named = set(re.findall(r"`([A-Z][A-Za-z]+)(?:\(|`|/)", README.read_text(encoding="utf-8")))
+    layers = named & layer_classes_defined_in_tfattn_layers()
+    assert {"BahdanauAttention", "MultiHeadAttention", "TransformerEncoder", "NoAttentionDecoder"} <= layers
+    assert layers <= set(tfattn.__all__)
 
 
 def test_export_stays_the_function_after_its_module_is_imported():

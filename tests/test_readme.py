@@ -1,6 +1,7 @@
 """The README's API tour runs as printed: each ```python block of "A tour of the API", in order.
 
-(The quick start trains for 80 seconds; `make demo` and tests/test_cli.py cover what it does.)
+(The quick start trains for 705 steps; `make demo` and tests/test_cli.py cover what it
+does.)
 """
 
 import pathlib

@@ -1,11 +1,14 @@
 """tfattn: attention-based sequence-to-sequence translation with Keras 3 and TensorFlow.
 
-Layers (reusable in any Keras model): `BahdanauAttention`, `LuongAttention`, `Encoder`, `Decoder`,
-`AttentionCell` (attention around any Keras RNN cell, for `keras.layers.RNN`).
+Layers (reusable in any Keras model), every one of `tfattn.layers`: `BahdanauAttention`,
+`LuongAttention`, `MultiHeadAttention`, `Encoder`, `Decoder`, `NoAttentionDecoder`, `AttentionCell`
+(attention around any Keras RNN cell, for `keras.layers.RNN`), the Transformer's layers and positions.
 Model: `Seq2Seq`, built by `make_model(ModelConfig(...), source_vocab_size, target_vocab_size)`.
 Text: `Tokenizer` (in-graph, tensorflow-text). Training: `fit`, `Trainer`, `make_train_step`,
-`make_strategy` (several devices or machines, `tf.distribute`).
-Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`.
+`make_strategy` (several devices or machines, `tf.distribute`), `TranslationMetrics` (validation BLEU
+and chrF as a Keras callback, for `model.fit`).
+Decoding and serving: `greedy`, `beam_search`, `sample`, `Translator`, `export`, `load`,
+`export_litert` (a LiteRT model of greedy translation, `tfattn.serving.litert`).
 
 `import tfattn` registers every layer with Keras, so `keras.saving.load_model` reads a `.keras` file
 that holds them. The `tfattn` command is the exception: it imports TensorFlow only for the commands
@@ -20,20 +23,19 @@ import sys
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "AttentionCell": "layers.cell",
-    "BahdanauAttention": "layers.bahdanau",
-    "LuongAttention": "layers.luong",
-    "ScoredAttention": "layers.attention",
+    **{name: "layers" for name in (  # every name of tfattn.layers.__all__
+        "AttentionCell", "BahdanauAttention", "Decoder", "Encoder", "LearnedPositions", "LuongAttention",
+        "MultiHeadAttention", "NoAttentionDecoder", "RelativePositions", "ScoredAttention", "SinusoidalPositions",
+        "TransformerBlock", "TransformerDecoder", "TransformerEncoder", "transformer_layers")},
     "DataConfig": "data.pipeline",
     "make_dataset": "data.pipeline",
-    "Decoder": "layers.decoder",
     "DecodeConfig": "search",
     "greedy": "search",
     "beam_search": "search",
     "sample": "search",
-    "Encoder": "layers.encoder",
     "Translator": "serving.translator",
     "export": "serving.translator",
+    "export_litert": "serving.litert",
     "load": "serving.translator",
     "ModelConfig": "model",
     "Seq2Seq": "model",
@@ -45,6 +47,7 @@ _EXPORTS = {
     "fit": "training.trainer",
     "Trainer": "training.trainer",
     "make_train_step": "training.trainer",
+    "TranslationMetrics": "training.callbacks",
     "make_strategy": "training.distributed",
 }
 
@@ -59,7 +62,9 @@ def _started_as_the_command():
 
 
 if not _started_as_the_command():
-    from tfattn import layers as _layers  # noqa: E402,F401 (registers the layers with Keras)
+    from tfattn import layers as _layers  # noqa: E402
+
+    _layers.register()  # every layer known to Keras by name (keras.saving.load_model)
 from tfattn import tier  # noqa: E402  (the tier switch; imports nothing heavy)
 
 

@@ -3,8 +3,9 @@
     tfattn demo [--attention luong|bahdanau]
     tfattn train --corpus PATH|URL|tfds:NAME [--format anki|tsv|parallel] --out RUN [--time-budget 15m]
     tfattn evaluate --model RUN|EXPORT [--corpus ...] --split test [--threads 2,1]
-    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--alignments] [--replace-unknown]
-    tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text]
+    tfattn translate --model RUN|EXPORT "una frase" [--plot attention.png] [--html attention.html] [--alignments]
+                     [--replace-unknown]
+    tfattn export --model RUN --out DIR [--replace-unknown] [--tokenizer-ops core|text] [--format litert]
     tfattn plot --history RUN/history.json | --bleu-by-length EVAL.json ... --out FIG.png
 
 A SavedModel is a program, not data: loading one runs its graph, which can read and write files.
@@ -14,6 +15,14 @@ when an export has no tfattn_config.json, that is, when tfattn export did not wr
 Errors a user can fix (a missing file, a directory that is not an export, a bad flag value) print
 one line, `tfattn: error: ...`, and exit with status 2; a file that cannot be written (disk full,
 read-only) prints one line and exits with status 1. Never a traceback.
+
+exit status:
+  0    done
+  1    the machine's fault: a file could not be written (disk full, read-only), out of memory, or the
+       reader of stdout went away (a broken pipe)
+  2    the command's fault: a bad flag or value, a missing or wrong file, a run that diverged
+  130  interrupted (Ctrl-C); a training run saves its state first
+  143  terminated (SIGTERM); a training run saves its state first
 """
 
 import argparse
@@ -28,14 +37,17 @@ import shlex
 import sys
 import types
 
+from tfattn.layers import options  # the models' option lists; no Keras
+
 
 # -- commands --------------------------------------------------------------------------------------
 
 def _demo(args):
     from tfattn.demo import DemoConfig, main
 
-    config = DemoConfig(attention=args.attention, n_train=args.n_train, n_test=args.n_test, epochs=args.epochs,
-                        time_budget=args.time_budget, out_dir=args.out_dir, seed=args.seed)
+    config = DemoConfig(attention=args.attention, n_train=args.n_train, n_validation=args.n_validation,
+                        n_test=args.n_test, max_steps=args.max_steps, validate_every=args.validate_every,
+                        stop_at=args.stop_at, out_dir=args.out_dir, seed=args.seed)
     main(config, quiet=args.quiet)
 
 
@@ -161,10 +173,16 @@ def _evaluate(args):
         _check_output_file(args.output, "--output")  # before the evaluation, not after it
     from tfattn.runs.export import translate_texts
 
+    from tfattn.progress import SentenceProgress, wanted
+
     pairs = _evaluation_pairs(args)
     signature, inputs = _signature(path, args.beam)
+    progress, hyps = SentenceProgress(len(pairs), wanted(args.quiet, args.progress)), []
     with _out_of_memory_hint("translating"):
-        hyps = translate_texts(signature, [s for s, _ in pairs], args.batch_size, **inputs)
+        for batch in _batches([s for s, _ in pairs], args.batch_size):
+            hyps += translate_texts(signature, batch, args.batch_size, **inputs)
+            progress.add(len(batch))
+    progress.close()
     result = evaluate.evaluate_texts([s for s, _ in pairs], hyps, [t for _, t in pairs])
     result.update({"split": args.split, "model": path, "beam": _beam_used(signature, inputs, args.beam)})
     from tfattn import files
@@ -213,7 +231,9 @@ def _check_output_file(path, flag):
         raise PermissionError(f"Cannot write {path}: permission denied. Received: {flag} {path!r}")
 
 
-def _signature(path, beam):
+def _signature(path, beam, heads=False):
+    """The signature to translate with, and its inputs besides `text`: `translate_beam` for a `beam` over 1,
+    else `translate_heads` if `heads` and the export has it (every head of a multi-head model), else `translate`."""
     import tensorflow as tf
 
     from tfattn.files import reading_export
@@ -230,6 +250,8 @@ def _signature(path, beam):
             raise ValueError(f"This export has no translate_beam signature. Received: --beam {beam}")
         inputs = {"beam_width": tf.constant(beam, tf.int32), "length_penalty": tf.constant(0.6)}
         return loaded.signatures["translate_beam"], inputs
+    if heads and "translate_heads" in loaded.signatures:
+        return loaded.signatures["translate_heads"], {}
     return loaded.signatures["translate"], {}
 
 
@@ -237,14 +259,19 @@ def _translate(args):
     path = find_export(args.model)  # before TensorFlow loads: a wrong path fails fast
     if args.plot:
         _check_image_path(args.plot, "--plot")  # before any translating
+    if args.html:
+        _check_output_file(args.html, "--html")
     import tensorflow as tf
 
     from tfattn.serving.translator import blank_empty_sources
 
-    signature, inputs = _signature(path, args.beam)
+    from tfattn.progress import SentenceProgress, wanted
+
+    signature, inputs = _signature(path, args.beam, heads=bool(args.html))
     replace = _unknown_replacer(path) if args.replace_unknown else None
     texts = (os.fsencode(text) for text in args.text) if args.text else _stdin_lines()  # bytes: any encoding goes
-    first = None
+    progress = SentenceProgress(None, not args.text and wanted(args.quiet, args.progress, beside=sys.stdout))
+    first, page = None, []
     for batch in _batches(texts, args.batch_size):  # each batch written as soon as it is translated
         with _out_of_memory_hint("translating"):
             out = blank_empty_sources(signature(text=tf.constant(batch, tf.string), **inputs))  # older exports too
@@ -252,10 +279,36 @@ def _translate(args):
             out = replace(out)
         sys.stdout.write("".join(_output_lines(out, args.alignments)))
         sys.stdout.flush()
+        progress.add(len(batch))
         if first is None:
             first = {key: out[key][0].numpy() for key in ("attention", "input_tokens", "tokens")}
+        if args.html:
+            page.append((batch, {key: value.numpy() for key, value in out.items()}))
+    progress.close()
     if args.plot:
         _plot_first(first, args.plot)
+    if args.html:
+        _write_explorer(page, args.html, path)
+
+
+def _write_explorer(batches, path, model):
+    """`translate --html`: every sentence's translation and attention as one page (`tfattn.explore`):
+    with --beam, each hypothesis' own attention if the export returns it, else every head of a
+    multi-head model if it returns them; or one line saying why there is no page."""
+    if not batches:
+        print(f"tfattn: no attention page written: there was nothing to translate (no text given). "
+              f"Received: --html {path!r}", file=sys.stderr)
+        return
+    from tfattn import files
+    from tfattn.explore import Explorer, explore
+
+    sentences = []
+    for texts, out in batches:
+        sources = [text.decode("utf-8", errors="replace") for text in texts]
+        sentences += explore(out, sources).data["sentences"]
+    page = Explorer({"title": f"tfattn translate --model {model}", "sentences": sentences})
+    files.write_text(path, page.html(), "the attention page")
+    print(f"attention page: {path}", file=sys.stderr)
 
 
 def _plot_first(first, path):
@@ -351,7 +404,7 @@ def _export(args):
 
     print(export_run(args.model, args.out, checkpoint=args.checkpoint, accel=args.accel,
                      echo=lambda line: print(line, file=sys.stderr), replace_unknown=args.replace_unknown,
-                     tokenizer_ops=args.tokenizer_ops))
+                     tokenizer_ops=args.tokenizer_ops, format=args.format))
 
 
 def _plot(args):
@@ -431,7 +484,8 @@ def run_config(args):
                   input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
                   relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
                   units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
-                  max_source_length=args.max_length, max_target_length=args.max_length)
+                  max_source_length=args.max_length, max_target_length=args.max_length,
+                  tie_embeddings=args.tie_embeddings, norm=args.norm)
     _refuse_unused_model_flags(args, fields)
     _check_sizes(args)
     model = ModelConfig(**fields)
@@ -481,8 +535,10 @@ def _with_training_flags(args, config):
 
     train = dataclasses.replace(config.train, warmup_steps=args.warmup_steps,  # None: the model's default
                                 schedule=args.schedule.replace("-", "_"), precision=args.precision,
+                                precision_asked=None,  # "auto" is resolved (and said) by the RunConfig
                                 max_nonfinite=args.max_nonfinite, deterministic=args.deterministic,
-                                log_every=args.log_every, jit_compile=args.jit_compile)
+                                log_every=args.log_every, jit_compile=args.jit_compile,
+                                label_smoothing=args.label_smoothing)
     multiple = args.pad_to_multiple or (8 if args.jit_compile else 1)
     data = dataclasses.replace(config.data, pad_to_multiple=multiple)
     if args.best_by == "bleu" and not args.bleu_sample:
@@ -558,13 +614,13 @@ def _add_train_parser(sub):
 
 
 def _add_model_flags(m):
-    m.add_argument("--attention", choices=("bahdanau", "luong", "transformer", "none"), default="bahdanau",
+    m.add_argument("--attention", choices=options.ATTENTIONS, default="bahdanau",
                    help="the model kind: an RNN decoder with Bahdanau's or Luong's attention, the Transformer, "
                         "or the RNN encoder-decoder without attention (Cho et al. 2014; its attention "
                         "output is zeros) (default: bahdanau)")
-    m.add_argument("--score", choices=("dot", "general", "concat", "location", "cosine"), default="general",
+    m.add_argument("--score", choices=options.SCORES, default="general",
                    help="Luong score; cosine is q.k / (|q| |k|) times a learned scale (default: general)")
-    m.add_argument("--local", choices=("m", "p"),
+    m.add_argument("--local", choices=[kind for kind in options.LOCALS if kind],
                    help="Luong: local attention over 2*window+1 source positions around p_t = t (m) or a "
                         "predicted p_t (p) (default: global attention)")
     m.add_argument("--window", type=positive_int, default=10, help="local attention's half width D (default: 10)")
@@ -574,22 +630,28 @@ def _add_model_flags(m):
     m.add_argument("--heads", type=positive_int, default=1,
                    help="attention heads: Luong multi-head cross-attention when > 1, or the Transformer's "
                         "heads; must divide --units (default: 1)")
-    m.add_argument("--encoder", choices=("rnn", "transformer"), default="rnn",
+    m.add_argument("--encoder", choices=options.ENCODERS, default="rnn",
                    help="the RNN decoders' encoder: recurrent or self-attention blocks (default: rnn; the "
                         "Transformer always has self-attention)")
-    m.add_argument("--positions", choices=("sinusoidal", "learned", "relative"), default="sinusoidal",
-                   help="self-attention positions: Vaswani's sinusoids, learned, or relative (Shaw et al. "
-                        "2018) (default: sinusoidal)")
+    m.add_argument("--positions", choices=options.POSITIONS, default="sinusoidal",
+                   help="self-attention positions: Vaswani's sinusoids, learned, relative (Shaw et al. "
+                        "2018), or none (a bag of words, for comparison) (default: sinusoidal)")
     m.add_argument("--relative-clip", type=positive_int, default=16,
                    help="relative positions: the largest distance told apart (default: 16)")
     m.add_argument("--ff-dim", type=positive_int, help="self-attention: feed-forward size (default: 4 * units)")
+    m.add_argument("--norm", choices=("pre", "post"), default="pre",
+                   help="self-attention: layer norm before each sublayer (pre) or after each residual, as "
+                        "Vaswani et al. (post) (default: pre)")
+    m.add_argument("--tie-embeddings", action="store_true",
+                   help="the decoder's output projection is its target embedding table, transposed (Press & "
+                        "Wolf 2017); RNN decoders need --embedding-dim equal to --units")
     m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
     m.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
                    help="Luong: a learned scalar on the scores, starting at 1/sqrt(units) for dot and general; "
                         "--no-scale gives the paper's unscaled scores (default: --scale)")
     m.add_argument("--no-input-feeding", dest="input_feeding", action="store_false",
                    help="Luong: no input feeding (faster: the decoder RNN runs over the whole target)")
-    m.add_argument("--rnn", choices=("gru", "lstm"), default="gru", help="default: gru")
+    m.add_argument("--rnn", choices=options.RNNS, default="gru", help="default: gru")
     m.add_argument("--embedding-dim", type=positive_int, default=256, help="default: 256")
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1,
@@ -647,12 +709,17 @@ def _add_training_flags(g):
     g.add_argument("--warmup-steps", type=non_negative_int,
                    help="linear warm-up of the learning rate from 0 over this many steps (default: 1000 with "
                         "multi-head attention: the Transformer, --encoder transformer or --heads > 1; else 0)")
+    g.add_argument("--label-smoothing", type=fraction, default=0.0, metavar="E",
+                   help="label smoothing of the training loss: 1 - E on the label, E spread over the vocabulary "
+                        "(Vaswani et al. use 0.1); validation loss stays the plain NLL (default: 0)")
     g.add_argument("--schedule", choices=("constant", "cosine", "inverse-sqrt"), default="cosine",
                    help="the learning rate after the warm-up: cosine (over --decay-steps; constant without "
                         "them), constant, or inverse-sqrt (peak * sqrt(warmup / step)) (default: cosine)")
-    g.add_argument("--precision", choices=("float32", "mixed_float16", "mixed_bfloat16"), default="float32",
+    g.add_argument("--precision", choices=("auto", "float32", "mixed_float16", "mixed_bfloat16"), default="auto",
                    help="Keras dtype policy: mixed ones compute in 16 bits with float32 weights (float16 with "
-                        "loss scaling) and train on the reference tier; exports serve in float32 (default: float32)")
+                        "loss scaling, on the reference tier); auto is mixed_bfloat16 where the hardware computes "
+                        "bfloat16 fast (a CPU with AMX, a GPU of compute capability 8.0 or more), else float32, "
+                        "logged and written into config.json; exports serve in float32 (default: auto)")
     g.add_argument("--max-nonfinite", type=positive_int, default=5, metavar="K",
                    help="a step with a NaN or infinite loss is skipped and counted; K in a row stop the run "
                         "(exit status 2), its last good checkpoint kept (default: 5)")
@@ -696,6 +763,10 @@ def _add_model_parser(sub, name, help, description):
     p.add_argument("--beam", type=at_least(0, " (the export clamps it to its vocabulary, at most 64)", 2**31 - 1),
                    default=0, help="beam width; 0 or 1: greedy; clamped to the target vocabulary, at most 64 "
                                    "(default: 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--progress", action="store_true",
+                   help="a progress line on stderr (sentences done) even where it is not a terminal, e.g. a log "
+                        "file (default: only on a terminal; for translate, of stdin into a file or a pipe)")
     p.add_argument("--threads", type=threads, metavar="INTER,INTRA",
                    help="TensorFlow's inter-op and intra-op thread counts (0: its default). On a small CPU, "
                         "2,1 (one thread per op, two ops at a time) decodes faster; see the README's "
@@ -754,6 +825,28 @@ def positive_float(value):
     return number
 
 
+def share(value):
+    """An argparse type: a number in (0, 1], such as an exact-match share to reach."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 < number <= 1:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], such as 0.995. Received: {value!r}")
+    return number
+
+
+def fraction(value):
+    """An argparse type: a number in [0, 1)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0.0 <= number < 1.0:  # also NaN
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1). Received: {value!r}")
+    return number
+
+
 def duration(value):
     """An argparse type: `"15m"`, `"90s"`, `"1h30m"`, `"2.5m"` or `"45"` (seconds) -> seconds, > 0."""
     match = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", value)
@@ -799,7 +892,8 @@ def set_threads(counts):
 def build_parser():
     parser = argparse.ArgumentParser(prog="tfattn", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:3]))
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_demo_parser, _add_train_parser, _add_evaluate_parser, _add_translate_parser,
                 _add_export_parser, _add_plot_parser):
@@ -807,18 +901,37 @@ def build_parser():
     return parser
 
 
+def package_version():
+    """The installed package's version (its metadata, without importing TensorFlow)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("tfattn")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "(not installed)"
+
+
 def _add_demo_parser(sub):
     demo = sub.add_parser("demo", help="train on the offline dates corpus, export, reload, translate, plot",
                           description="Train an attention model to turn human-written dates into ISO "
-                                      "dates, export it as a SavedModel, reload it, and print one JSON line.")
+                                      "dates, export it as a SavedModel, reload it, and print one JSON line. "
+                                      "Training is counted in steps: every --validate-every steps it "
+                                      "translates held-out validation dates and stops once their exact "
+                                      "match reaches --stop-at, or at --max-steps, so a slower machine "
+                                      "trains the same model, only later.")
     demo.add_argument("--attention", choices=("luong", "bahdanau"), default="luong",
                       help="attention and decoder style (default: luong)")
     demo.add_argument("--n-train", type=positive_int, default=30000, help="training pairs (default: 30000)")
+    demo.add_argument("--n-validation", type=positive_int, default=1000,
+                      help="held-out validation pairs that decide when training stops (default: 1000)")
     demo.add_argument("--n-test", type=positive_int, default=1000, help="held-out test pairs (default: 1000)")
-    demo.add_argument("--epochs", type=positive_int, default=30,
-                      help="at most this many epochs; the time budget usually ends training first (default: 30)")
-    demo.add_argument("--time-budget", type=positive_float, default=80.0,
-                      help="stop training after this many seconds (default: 80)")
+    demo.add_argument("--max-steps", type=positive_int, default=1000,
+                      help="train at most this many steps; the learning rate follows one cosine over them "
+                           "(default: 1000)")
+    demo.add_argument("--validate-every", type=positive_int, default=100,
+                      help="steps between validations (default: 100)")
+    demo.add_argument("--stop-at", type=share, default=0.995,
+                      help="stop once the validation exact match reaches this share, in (0, 1] (default: 0.995)")
     demo.add_argument("--out-dir", default="saved_models",
                       help="the export goes to OUT_DIR/dates-ATTENTION (default: saved_models)")
     demo.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
@@ -844,6 +957,11 @@ def _add_translate_parser(sub):
     tr.add_argument("text", nargs="*", help="sentences to translate; read from stdin when absent")
     tr.add_argument("--plot", help="save the first sentence's attention heatmap to this image path "
                                     "(.png is added when it has no extension)")
+    tr.add_argument("--html", metavar="FILE",
+                    help="also write every sentence's translation and attention as one interactive HTML page "
+                         "(no network needed): hover or tap an output token to see its weights on the source, "
+                         "a heatmap, a layer and head selector for multi-head models, and with --beam the "
+                         "n-best list, each hypothesis with its own attention")
     tr.add_argument("--batch-size", type=positive_int, default=64,
                     help="sentences per call; stdin is read and translated a batch at a time (default: 64)")
     tr.add_argument("--alignments", action="store_true",
@@ -878,6 +996,10 @@ def _add_export_parser(sub):
                          "saved_model_cli run, TensorFlow Serving and runtimes without tensorflow-text load the "
                          "export (WordPiece and NFC/NFKC tokenizers keep tensorflow-text's ops); text: "
                          "tensorflow-text's ops throughout. Both translate the same (docs/serving.md)")
+    ex.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
+                    help="savedmodel (default): text in, text out, every signature; litert: a .tflite model of "
+                         "greedy translation in LiteRT's builtin ops, token ids in and out, the vocabularies "
+                         "beside it (docs/serving.md)")
     ex.set_defaults(func=_export)
 
 

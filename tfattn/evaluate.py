@@ -94,11 +94,33 @@ def score(hypotheses, references, lowercase=True):
     _check_same_length(hypotheses=hypotheses, references=references)
     if not hypotheses:
         return {"bleu": 0.0, "chrf": 0.0, "n": 0}
+    bleu, chrf = _metrics(lowercase)
+    return {"bleu": float(bleu.corpus_score(hypotheses, [references]).score),
+            "chrf": float(chrf.corpus_score(hypotheses, [references]).score), "n": len(hypotheses)}
+
+
+def _metrics(lowercase):
     from sacrebleu.metrics import BLEU, CHRF
 
-    bleu = BLEU(lowercase=lowercase).corpus_score(hypotheses, [references])
-    chrf = CHRF(lowercase=lowercase).corpus_score(hypotheses, [references])
-    return {"bleu": float(bleu.score), "chrf": float(chrf.score), "n": len(hypotheses)}
+    return BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
+
+
+def signatures(lowercase=True):
+    """sacrebleu's signature strings of the BLEU and chrF that `score` computes, which say how a
+    score was made (references, case, tokenizer, smoothing, sacrebleu's version), so that scores
+    from elsewhere can be compared with it (Post 2018).
+
+    Returns:
+        dict with `bleu` and `chrf` (str).
+
+    Example:
+        >>> signatures()["bleu"]  # doctest: +ELLIPSIS
+        'nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:...'
+    """
+    bleu, chrf = _metrics(lowercase)
+    for metric in (bleu, chrf):  # the signature counts the references, known once a corpus is scored
+        metric.corpus_score(["x"], [["x"]])
+    return {"bleu": bleu.get_signature().format(), "chrf": chrf.get_signature().format()}
 
 
 def bleu_by_length(sources, hypotheses, references, lowercase=True):
@@ -149,7 +171,8 @@ def evaluate_texts(sources, hypotheses, references, lowercase=True):
         lowercase: bool. Compare case-insensitively. Defaults to `True`.
 
     Returns:
-        dict with `bleu`, `chrf`, `n` (see `score`) and `bleu_by_length` (see `bleu_by_length`).
+        dict with `bleu`, `chrf`, `n` (see `score`), `bleu_by_length` (see `bleu_by_length`) and
+        `signature`, sacrebleu's signature of each score (see `signatures`).
 
     Example:
         >>> result = evaluate_texts(["hola"], ["hello there my friend"], ["hello there my friend"])
@@ -167,4 +190,5 @@ def evaluate_texts(sources, hypotheses, references, lowercase=True):
         "n": totals["n"],
         "bleu_by_length": {label: {"bleu": _round(v["bleu"]), "n": v["n"]}
                            for label, v in by_length.items()},
+        "signature": signatures(lowercase),
     }

@@ -95,7 +95,13 @@ def _finite_or_null(obj):
 def write_json(path, obj):
     """Writes `obj` as strict JSON (`strict_json`) to `path` through a temporary file renamed over it
     (never half a file). An object that is not JSON raises `TypeError` before anything is written."""
-    tmp, text = f"{path}.tmp", strict_json(obj, indent=2, ensure_ascii=False)
+    write_text(path, strict_json(obj, indent=2, ensure_ascii=False))
+
+
+def write_text(path, text, what=None):
+    """Writes `text` as UTF-8 to `path` through a temporary file renamed over it (never half a file);
+    a failed write raises `WriteError` naming `what` (default: the file's name)."""
+    tmp = f"{path}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
@@ -105,7 +111,7 @@ def write_json(path, obj):
     except OSError as error:
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        raise write_error(os.path.basename(path), os.path.dirname(path) or ".", error) from None
+        raise write_error(what or os.path.basename(path), os.path.dirname(path) or ".", error) from None
 
 
 def append_line(path, text, what):

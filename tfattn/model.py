@@ -13,7 +13,7 @@ from tfattn.layers.baseline import NoAttentionDecoder
 from tfattn.layers.decoder import Decoder
 from tfattn.layers.encoder import Encoder
 from tfattn.layers.multihead import MultiHeadAttention
-from tfattn.layers.options import ATTENTIONS, ENCODERS, LOCALS, POSITIONS, RNNS, SCORES  # noqa: F401 (public here too)
+from tfattn.layers.options import ATTENTIONS, ENCODERS, LOCALS, NORMS, POSITIONS, RNNS, SCORES  # noqa: F401 (public here too)
 from tfattn.layers.transformer import TransformerDecoder, TransformerEncoder
 from tfattn.training import step
 
@@ -49,6 +49,8 @@ class ModelConfig:
         heads: attention heads of the self-attention encoder and decoder, and of a Luong decoder's
             cross-attention (multi-head when > 1; global and soft). Must divide `units`.
         input_feeding: Luong only: feed the attentional vector to the next step.
+        feed_summary: `"none"` only: the decoder reads the source's summary at every step (Cho et al.
+            2014); `False`: only as its first state (Sutskever et al. 2014).
         encoder: `"rnn"` or `"transformer"` (self-attention) for the RNN decoders; the Transformer
             always has a self-attention encoder.
         positions: self-attention only: `"sinusoidal"`, `"learned"` or `"relative"` positions.
@@ -61,6 +63,11 @@ class ModelConfig:
         dropout: dropout rate in encoder and decoder.
         max_source_length: source positions the `"location"` score and learned positions cover.
         max_target_length: target positions a Transformer decoder covers (its key/value cache).
+        tie_embeddings: the decoder's vocabulary projection is its target embedding table,
+            transposed, plus a bias (Press & Wolf 2017, `tfattn.layers.tied`). Every decoder has it;
+            an RNN decoder needs `embedding_dim == units` (the Transformer's embedding is `units`).
+        norm: self-attention only: `"pre"` (layer norm before each sublayer, and a final one) or
+            `"post"` (after each residual, as Vaswani et al. 2017).
     """
 
     attention: str = "luong"
@@ -72,6 +79,7 @@ class ModelConfig:
     hard: bool = False
     heads: int = 1
     input_feeding: bool = True
+    feed_summary: bool = True
     encoder: str = "rnn"
     positions: str = "sinusoidal"
     relative_clip: int = 16
@@ -84,10 +92,12 @@ class ModelConfig:
     dropout: float = 0.0
     max_source_length: int = 64
     max_target_length: int = 64
+    tie_embeddings: bool = False
+    norm: str = "pre"
 
     def __post_init__(self):
         for name, choices in (("attention", ATTENTIONS), ("rnn", RNNS), ("score", SCORES), ("local", LOCALS),
-                              ("encoder", ENCODERS), ("positions", POSITIONS)):
+                              ("encoder", ENCODERS), ("positions", POSITIONS), ("norm", NORMS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {choices}. Received: {name}={getattr(self, name)!r}")
         for name in ("embedding_dim", "units", "num_layers", "max_source_length", "max_target_length", "window",
@@ -149,6 +159,8 @@ PARTS = {
     "bahdanau": Part(lambda c: c.attention == "bahdanau", "attention='bahdanau'", "bahdanau attention",
                      ("attention",)),
     "luong": Part(lambda c: c.attention == "luong", "attention='luong'", "luong attention", ("attention",)),
+    "none": Part(lambda c: c.attention == "none", "attention='none'", "the no-attention decoder (--attention none)",
+                 ("attention",)),
     "luong_layer": Part(_single_luong, "attention='luong' with heads=1", "luong attention with one head",
                         ("attention", "heads")),
     "local": Part(lambda c: _single_luong(c) and c.local is not None, "local attention (local='m' or 'p')",
@@ -177,7 +189,8 @@ APPLIES = {
     "local": "luong_layer", "window": "local", "hard": "hard", "heads": "heads", "input_feeding": "luong",
     "encoder": "rnn_decoder", "positions": "self_attention", "relative_clip": "relative",
     "ff_dim": "self_attention", "embedding_dim": "rnn_decoder", "units": "every", "rnn": "rnn_decoder",
-    "bidirectional": "rnn_encoder", "num_layers": "every", "dropout": "every",
+    "bidirectional": "rnn_encoder", "num_layers": "every", "dropout": "every", "feed_summary": "none",
+    "tie_embeddings": "every", "norm": "self_attention",
     # The sentences' length limits (`--max-length`): the location score, learned positions and the
     # Transformer's cache read them; every model is given them.
     "max_source_length": "every", "max_target_length": "every",
@@ -238,14 +251,15 @@ def make_model(config, source_vocab_size, target_vocab_size):
         decoder = TransformerDecoder(target_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
                                      num_layers=c.num_layers, positions=c.positions,
                                      max_length=c.max_target_length, relative_clip=c.relative_clip,
-                                     dropout=c.dropout, name="decoder")
+                                     dropout=c.dropout, norm_first=c.norm == "pre",
+                                     tie_embeddings=c.tie_embeddings, name="decoder")
     elif c.attention == "none":
         decoder = NoAttentionDecoder(target_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, dropout=c.dropout,
-                                     name="decoder")
+                                     feed_summary=c.feed_summary, tie_embeddings=c.tie_embeddings, name="decoder")
     else:
         decoder = Decoder(target_vocab_size, c.embedding_dim, c.units, attention=c.attention,
                           attention_layer=make_attention(c), input_feeding=c.input_feeding, rnn=c.rnn,
-                          dropout=c.dropout, name="decoder")
+                          dropout=c.dropout, tie_embeddings=c.tie_embeddings, name="decoder")
     return Seq2Seq(encoder, decoder)
 
 
@@ -255,7 +269,8 @@ def make_encoder(config, source_vocab_size):
     if c.self_attention_encoder:
         return TransformerEncoder(source_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
                                   num_layers=c.num_layers, positions=c.positions, max_length=c.max_source_length,
-                                  relative_clip=c.relative_clip, dropout=c.dropout, name="encoder")
+                                  relative_clip=c.relative_clip, dropout=c.dropout, norm_first=c.norm == "pre",
+                                  name="encoder")
     return Encoder(source_vocab_size, c.embedding_dim, c.units, rnn=c.rnn, bidirectional=c.bidirectional,
                    num_layers=c.num_layers, dropout=c.dropout, name="encoder")
 
@@ -267,7 +282,7 @@ def make_attention(config):
     if c.attention == "bahdanau":
         return BahdanauAttention(c.units, normalize=c.normalize, probability=probability)
     if c.heads > 1:
-        return MultiHeadAttention(heads=c.heads)
+        return MultiHeadAttention(num_heads=c.heads)
     return LuongAttention(c.score, scale=c.scale, max_length=c.max_source_length, local=c.local, window=c.window,
                           probability=probability)
 
@@ -284,7 +299,7 @@ class Seq2Seq(keras.Model):
     Call arguments:
         inputs: a pair `(source, target_in)`: int `(batch, t_in)` and int `(batch, t_out)`, both
             right-padded with 0; `target_in` starts with `[START]`.
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
@@ -314,7 +329,7 @@ class Seq2Seq(keras.Model):
         if not self.decoder.built:
             self.decoder.build(target_shape, (*source_shape[:2], self.encoder.units))
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=None):
         source, target_in = inputs
         outputs, state, mask = self.encoder(source, training=training)
         return self.decoder(target_in, outputs, state, mask, training=training)

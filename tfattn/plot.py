@@ -7,11 +7,16 @@ an optional `ax` to draw into an existing figure and returns the figure it drew 
 
 Inputs are plain NumPy arrays, lists of str or bytes and dicts, so the outputs of an exported
 SavedModel (`tf.Tensor`s of bytes, padded with empty strings) can be passed in as they are.
+
+`explore` (from `tfattn.explore`) draws no figure: it makes an interactive HTML page of translations
+and their attention (hover a token, choose a head or a beam hypothesis), shown inline in a notebook.
 """
 
 from pathlib import Path
 
 import numpy as np
+
+from tfattn.explore import Explorer, explore  # noqa: F401 (public here: tfattn.plot.explore)
 
 
 def _to_numpy(x):

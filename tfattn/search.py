@@ -10,6 +10,8 @@ tier the model's own layers run in `dynamic_decode`. The outputs are the same on
 float32 rounding.
 """
 
+import keras
+
 from tfattn.accel import seq2seq as fast
 from tfattn.core import ensure_built
 from tfattn.decoding.loop import DecodeConfig, dynamic_decode
@@ -115,8 +117,9 @@ def decode(model, source, strategy, config, accel):
 
 def _tier(model, accel):
     """`model`, built, or with `accel` a `Seq2Seq` model's fast tier (`tfattn.accel.seq2seq.Stepping`).
-    A model without an `encoder` (anything with `encode` and `decoder.step`) decodes as it is."""
-    if getattr(model, "encoder", None) is None:
+    Anything else that has `encode` and `decoder.step` (not a Keras model, or one without an
+    `encoder`) decodes as it is."""
+    if not isinstance(model, keras.Model) or getattr(model, "encoder", None) is None:
         return model
     ensure_built(model)  # a model never called has no weights yet
     return fast.Stepping(model) if accel else model

@@ -38,14 +38,19 @@ KINDS = {
     "luong-concat-scaled": dict(attention="luong", score="concat", scale=True),
     "luong-location-2-layers": dict(attention="luong", score="location", num_layers=2, max_source_length=8),
     "bahdanau-unidirectional": dict(attention="bahdanau", bidirectional=False),
+    # Tied embeddings (embedding_dim = units): the logits kernel is the embedding table, transposed.
+    "bahdanau-tied": dict(attention="bahdanau", tie_embeddings=True, embedding_dim=6),
+    "luong-feed-tied": dict(attention="luong", tie_embeddings=True, embedding_dim=6),
+    "luong-nofeed-tied-lstm": dict(attention="luong", input_feeding=False, rnn="lstm", tie_embeddings=True,
+                                   embedding_dim=6),
 }
 
 
 def model_of(kind, seed=0, dropout=0.0):
     """A built model of `kind` whose every variable is drawn at random, biases included."""
     keras.utils.set_random_seed(seed)
-    model = make_model(ModelConfig(embedding_dim=4, units=6, dropout=dropout, **KINDS[kind]), SOURCE_VOCAB,
-                       TARGET_VOCAB)
+    model = make_model(ModelConfig(**{"embedding_dim": 4, "units": 6, "dropout": dropout, **KINDS[kind]}),
+                       SOURCE_VOCAB, TARGET_VOCAB)
     model((SOURCE, TARGET[:, :-1]))
     rng = np.random.default_rng(seed)
     for variable in model.variables:
@@ -126,25 +131,28 @@ def test_the_stepper_equals_decoder_step(kind, token_tables):
             assert_close(fast_state[key], state[key])
 
 
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("target", [TARGET[:, 1:], np.zeros((2, 4), np.int32)], ids=["real", "all-padding"])
-def test_the_fast_loss_equals_the_reference_loss(target):
+def test_the_fast_loss_equals_the_reference_loss(target, label_smoothing):
     logits = tf.constant(np.random.default_rng(0).normal(size=(2, 4, TARGET_VOCAB)), tf.float32)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(logits)
-        reference, got = masked_loss(target, logits), fast_losses.masked_loss(target, logits)
+        reference = masked_loss(target, logits, label_smoothing=label_smoothing)
+        got = fast_losses.masked_loss(target, logits, label_smoothing=label_smoothing)
     assert float(got) == pytest.approx(float(reference), rel=1e-6)
     assert_close(tape.gradient(got, logits), tape.gradient(reference, logits))
     if not target.any():
         assert float(got) == 0.0  # no real token: 0, not NaN
 
 
-def test_twenty_training_steps_give_the_same_losses_on_both_tiers():
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_twenty_training_steps_give_the_same_losses_on_both_tiers(label_smoothing):
     config = TrainConfig(learning_rate=1e-2)
     losses = {}
     for accel in (False, True):
         model = model_of("bahdanau-gru", seed=3, dropout=0.2)
         keras.utils.set_random_seed(11)  # the same dropout draws on both tiers
-        step = make_train_step(model, make_optimizer(config, accel), accel=accel)
+        step = make_train_step(model, make_optimizer(config, accel), accel=accel, label_smoothing=label_smoothing)
         losses[accel] = [float(step(SOURCE, TARGET)["loss"]) for _ in range(20)]
     np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
     assert losses[True][-1] < 0.7 * losses[True][0]  # it trained: the comparison is not of flat lines

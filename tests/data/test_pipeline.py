@@ -1,7 +1,6 @@
 """Tests for tfattn.data.pipeline: string pairs -> padded, bucketed id batches, and padding_fraction."""
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -5,7 +5,6 @@ Expected tokens are written in NFKD, the default normalization: "é" is "e\u0301
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -313,7 +313,7 @@ def test_decoder_shapes_and_stepping_equals_teacher_forcing(case):
 def test_multihead_with_relative_positions_matches_numpy(causal):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCH, T_IN, 6)).astype("float32")  # self-attention: query = key = value
-    layer = MultiHeadAttention(heads=2, relative_clip=1)
+    layer = MultiHeadAttention(num_heads=2, relative_clip=1)
     layer(x, x)  # builds
     weights = {"query_kernel": fixed((6, 2, 3), 1), "key_kernel": fixed((6, 2, 3), 2),
                "value_kernel": fixed((6, 2, 3), 3), "output_kernel": fixed((2, 3, 6), 4),

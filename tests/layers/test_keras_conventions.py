@@ -4,6 +4,7 @@ with messages in the package's axis names, NumPy sizes, dropout on the weights.
 Expected values are worked out by hand: with equal scores, softmax over n real positions is 1/n each.
 """
 
+import inspect
 import warnings
 
 import keras
@@ -166,3 +167,24 @@ def test_no_deprecation_warning_on_the_new_names():
         warnings.simplefilter("error", DeprecationWarning)
         LuongAttention("dot")(query, value, value_mask=np.array([[True] * 4]))
         Decoder(12, 4, 6, attention="luong", attention_layer=LuongAttention("dot"))
+
+
+def public_layer_classes():
+    import tfattn.layers
+
+    return [getattr(tfattn.layers, name) for name in tfattn.layers.__all__
+            if isinstance(getattr(tfattn.layers, name), type)]
+
+
+@pytest.mark.parametrize("cls", public_layer_classes(), ids=lambda cls: cls.__name__)
+def test_training_defaults_as_keras_writes_it(cls):
+    # Keras' layers default `training` to None (taken from the call context: True inside `fit`),
+    # its RNN cells to False (`keras.layers.RNN` passes it): the oracle is Keras' own signatures.
+    keras_default = {True: inspect.signature(keras.layers.GRUCell.call).parameters["training"].default,
+                     False: inspect.signature(keras.layers.MultiHeadAttention.call).parameters["training"].default}
+    assert keras_default == {True: False, False: None}
+    is_cell = hasattr(cls, "state_size")  # what keras.layers.RNN requires of a cell
+    for method in ("call", "compute_output_spec"):
+        parameters = inspect.signature(getattr(cls, method)).parameters
+        if "training" in parameters and method in vars(cls):
+            assert parameters["training"].default is keras_default[is_cell], f"{cls.__name__}.{method}"

@@ -6,6 +6,7 @@ Backend-neutral (no TensorFlow import), like test_backends.py. Sizes: batch 2, t
 dq 6, dk 5, dv 8, heads 2.
 """
 
+import inspect
 import keras
 import numpy as np
 import pytest
@@ -191,8 +192,8 @@ def test_the_oracle_bites():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"heads": 4}, "heads must divide the key size"),  # dq 6
-    ({"heads": 3, "key_dim": 2}, "heads must divide the value size"),  # dv 8
+    ({"num_heads": 4}, "num_heads must divide the key size"),  # dq 6
+    ({"num_heads": 3, "key_dim": 2}, "num_heads must divide the value size"),  # dv 8
     ({"heads": 0}, "heads must be a positive int"),
     ({"relative_clip": -1}, "relative_clip must be a positive int"),
 ])
@@ -220,8 +221,32 @@ def test_is_a_scored_attention_and_round_trips_its_config():
     assert isinstance(layer, ScoredAttention)
     config = layer.get_config()
     assert MultiHeadAttention.from_config(config).get_config() == config
-    assert {k: config[k] for k in ("heads", "key_dim", "value_dim", "output_dim", "relative_clip")} == {
-        "heads": 3, "key_dim": 5, "value_dim": 2, "output_dim": 7, "relative_clip": 4}
+    assert {k: config[k] for k in ("num_heads", "key_dim", "value_dim", "output_dim", "relative_clip")} == {
+        "num_heads": 3, "key_dim": 5, "value_dim": 2, "output_dim": 7, "relative_clip": 4}
+    assert "heads" not in config
+
+
+def test_num_heads_is_keras_name_and_heads_still_works_with_a_warning():
+    # The argument Keras' own layer takes, by keyword: the same layer as ours by position.
+    assert "num_heads" in inspect.signature(keras.layers.MultiHeadAttention).parameters
+    assert MultiHeadAttention(num_heads=2).num_heads == MultiHeadAttention(2).num_heads == 2
+    with pytest.warns(DeprecationWarning, match="renamed num_heads"):
+        old = MultiHeadAttention(heads=2)
+    assert old.num_heads == 2 and old.heads == 2
+    with pytest.raises(ValueError, match="Give num_heads only"):
+        MultiHeadAttention(num_heads=3, heads=2)
+
+
+def test_a_config_saved_with_heads_still_loads():
+    # A config as tfattn 0.1 wrote it (`heads`), here with 2 heads of (8 -> 4) projections: the
+    # layer made from it has num_heads 2 and kernels of (8, 2, 4).
+    old_config = {**MultiHeadAttention(2, name="old").get_config(), "heads": 2}
+    del old_config["num_heads"]
+    with pytest.warns(DeprecationWarning):
+        layer = MultiHeadAttention.from_config(old_config)
+    layer(np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32"))
+    assert layer.num_heads == 2 and tuple(layer.query_kernel.shape) == (8, 2, 4)
+    assert layer.get_config()["num_heads"] == 2
 
 
 def functional_model():
@@ -267,7 +292,7 @@ TARGET_IN = np.array([[1, 4, 9, 0], [1, 12, 3, 7]])
 def test_the_rnn_decoder_takes_it_unchanged_and_stepping_equals_teacher_forcing(input_feeding):
     keras.utils.set_random_seed(1)
     outputs, state, mask = Encoder(11, 4, 8)(SOURCE)
-    decoder = Decoder(13, 4, 8, attention="luong", attention_layer=MultiHeadAttention(heads=4),
+    decoder = Decoder(13, 4, 8, attention="luong", attention_layer=MultiHeadAttention(num_heads=4),
                       input_feeding=input_feeding)
     logits, weights = map(to_numpy, decoder(TARGET_IN, outputs, state, mask))
     assert logits.shape == (2, 4, 13) and weights.shape == (2, 4, 5)

@@ -87,25 +87,35 @@ def test_encoder_matches_the_numpy_transformer_block(norm_first):
 
 def np_decoder(decoder, target_in, outputs, source_mask):
     """One decoder block (Vaswani section 3.1: masked self-attention, attention over the encoder
-    outputs, feed-forward), layer norm first, then the final norm and the vocabulary projection."""
+    outputs, feed-forward), layer norm first then a final norm (`norm_first=True`), or the paper's
+    `LayerNorm(x + Sublayer(x))` after each residual; then the vocabulary projection."""
     w = {v.path.split("/", 1)[1]: to_numpy(v).astype("float64") for v in decoder.weights}
     kernels = lambda name: [w[f"block_0/{name}/{k}_kernel"] for k in ("query", "key", "value", "output")]
     norm = lambda h, name: np_layer_norm(h, w[f"{name}/gamma"], w[f"{name}/beta"])
     t_out = target_in.shape[1]
     x = w["embedding/embeddings"][target_in] * np.sqrt(8) + np_sinusoids(range(t_out), 8)
-    h = norm(x, "block_0/norm_0")
-    x = x + np_multihead(h, h, h, *kernels("self_attention"), np.tril(np.ones((t_out, t_out), bool)))[0]
-    h = norm(x, "block_0/norm_1")
-    context, cross = np_multihead(h, outputs, outputs, *kernels("cross_attention"), source_mask[:, None, :])
-    x = x + context
-    x = x + np_feed_forward(norm(x, "block_0/norm_2"), w["block_0/ff_hidden/kernel"], w["block_0/ff_hidden/bias"],
-                            w["block_0/ff_out/kernel"], w["block_0/ff_out/bias"])
-    logits = norm(x, "final_norm") @ w["logits_dense/kernel"] + w["logits_dense/bias"]
+    causal = np.tril(np.ones((t_out, t_out), bool))
+    self_attention = lambda h: np_multihead(h, h, h, *kernels("self_attention"), causal)[0]
+    cross_attention = lambda h: np_multihead(h, outputs, outputs, *kernels("cross_attention"), source_mask[:, None, :])
+    ffn = lambda h: np_feed_forward(h, w["block_0/ff_hidden/kernel"], w["block_0/ff_hidden/bias"],
+                                    w["block_0/ff_out/kernel"], w["block_0/ff_out/bias"])
+    if decoder.norm_first:
+        x = x + self_attention(norm(x, "block_0/norm_0"))
+        context, cross = cross_attention(norm(x, "block_0/norm_1"))
+        x = x + context
+        x = norm(x + ffn(norm(x, "block_0/norm_2")), "final_norm")
+    else:
+        x = norm(x + self_attention(x), "block_0/norm_0")
+        context, cross = cross_attention(x)
+        x = norm(x + context, "block_0/norm_1")
+        x = norm(x + ffn(x), "block_0/norm_2")
+    logits = x @ w["logits_dense/kernel"] + w["logits_dense/bias"]
     return logits, cross.mean(axis=1)
 
 
-def test_decoder_matches_the_numpy_transformer_block():
-    decoder = TransformerDecoder(20, 8, heads=2, ff_dim=16, num_layers=1)
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_matches_the_numpy_transformer_block(norm_first):
+    decoder = TransformerDecoder(20, 8, heads=2, ff_dim=16, num_layers=1, norm_first=norm_first)
     outputs = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
     state = {"h": outputs[:, 0]}
     decoder(TARGET_IN, outputs, state, SOURCE != 0)
@@ -116,6 +126,25 @@ def test_decoder_matches_the_numpy_transformer_block():
     want_logits, want_attention = np_decoder(decoder, TARGET_IN, outputs.astype("float64"), SOURCE != 0)
     np.testing.assert_allclose(logits, want_logits, atol=1e-4)
     np.testing.assert_allclose(attention, want_attention, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_model_config_norm_builds_pre_or_post_norm_stacks(norm):
+    from tfattn.model import ModelConfig, make_model
+
+    model = make_model(ModelConfig(attention="transformer", heads=2, units=8, norm=norm), 30, 20)
+    assert model.encoder.norm_first == model.decoder.norm_first == (norm == "pre")
+    assert all(block.norm_first == (norm == "pre") for block in model.encoder.blocks + model.decoder.blocks)
+    with pytest.raises(ValueError, match="Received: norm='middle'"):
+        ModelConfig(attention="transformer", norm="middle")
+    # Every weight takes part: a post-norm stack has no final norm (its gradient would be None).
+    model((SOURCE, TARGET_IN))
+    with tf.GradientTape() as tape:
+        logits, _ = model((SOURCE, TARGET_IN), training=True)
+        loss = tf.reduce_sum(logits ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None for g in grads), [v.path for v, g in zip(model.trainable_variables, grads) if g is None]
+    assert (model.encoder.final_norm is None) == (norm == "post")
 
 
 @pytest.mark.parametrize("positions", POSITIONS)

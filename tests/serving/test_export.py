@@ -19,7 +19,8 @@ from conftest import assert_same_outputs
 
 OUTPUTS = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
            "length": tf.int32}
-BEAM_OUTPUTS = {**OUTPUTS, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32}
+BEAM_OUTPUTS = {**OUTPUTS, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32,
+                "nbest_tokens": tf.string, "nbest_attention": tf.float32}
 MIXED = ["tue 5 march 2019", "5.3.19", "", "   ", "x" * 10000, b"\xff\xfe\xc3(", "😀 🎉", "march 5th 2019",
          "\u202eمرحبا\u202c", "a\x00b\x07c\x1b[31m"]
 
@@ -40,7 +41,7 @@ def test_signature_names_and_types(exported_dates, name, inputs, outputs):
     # Every output has its rank in the signature (`saved_model_cli show` prints it): a batch axis,
     # then output time, n-best or input time axes.
     ranks = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
-             "nbest_text": 2, "nbest_score": 2}
+             "nbest_text": 2, "nbest_score": 2, "nbest_tokens": 3, "nbest_attention": 4}
     assert {k: v.shape.rank for k, v in got.items()} == {k: ranks[k] for k in outputs}
 
 
@@ -48,7 +49,8 @@ def test_config_and_vocabulary_assets(exported_dates, dates_translator):
     config = json.loads(open(os.path.join(exported_dates, CONFIG_FILE), encoding="utf-8").read())
     assert config["source_tokenizer"]["level"] == "char" and config["decode"]["max_length"] == 14
     assert config["accel"] is True  # the fast tier decodes, the default
-    assert config["signatures"]["translate_beam"]["outputs"][-2:] == ["nbest_text", "nbest_score"]
+    assert config["signatures"]["translate_beam"]["outputs"][-4:] == ["nbest_text", "nbest_score", "nbest_tokens",
+                                                                     "nbest_attention"]
     assert config["signatures"]["translate_text"] == {"inputs": ["text"], "outputs": ["text"]}
     assets = os.path.join(exported_dates, "assets")
     assert sorted(os.listdir(assets)) == sorted([CONFIG_FILE, "source_vocab.txt", "target_vocab.txt"])
@@ -112,13 +114,6 @@ def in_memory(translator, name, texts, extra):
     if name == "translate":
         return translator.translate(tf.constant(texts))
     return translator.translate_beam(tf.constant(texts), extra["beam_width"], extra["length_penalty"])
-
-
-@pytest.fixture(scope="module")
-def exported_bahdanau(bahdanau_translator, tmp_path_factory):
-    from tfattn.serving.translator import export
-
-    return export(bahdanau_translator, str(tmp_path_factory.mktemp("export") / "bahdanau"))
 
 
 @pytest.mark.parametrize("style", ["luong", "bahdanau"])  # Bahdanau: a second token table, the tanh layer's

@@ -31,6 +31,8 @@ KINDS = {
     "transformer-relative": dict(attention="transformer", heads=2, positions="relative", relative_clip=3),
     "transformer-learned": dict(attention="transformer", heads=2, positions="learned"),
     "none": dict(attention="none"),
+    "bahdanau-tied": dict(attention="bahdanau", tie_embeddings=True),  # the stored logits kernel is E^T
+    "transformer-tied-post": dict(attention="transformer", heads=2, tie_embeddings=True, norm="post"),
 }
 # An export of each kind, 15-30 s each: make test-long (translate_heads below keeps a Transformer export in make test).
 PARAMS = [pytest.param(k, marks=pytest.mark.long) for k in KINDS]

@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 import tfattn
-from conftest import shared_data
+from conftest import made_once, shared_data
 from tfattn.data import dates
 from tfattn.data.corpora import load_anki, split_pairs
 from tfattn.serving.translator import export, load
@@ -86,10 +86,12 @@ def assert_identical(got, want, what):
 
 
 @pytest.fixture(scope="module")
-def dates_exports(dates_translator, tmp_path_factory):
-    """The session's briefly trained dates translator, exported both ways."""
-    root = tmp_path_factory.mktemp("portable")
-    return {ops: export(dates_translator, str(root / ops), tokenizer_ops=ops) for ops in ("core", "text")}
+def dates_exports(dates_translator, exported_dates, tmp_path_factory):
+    """The session's briefly trained dates translator, exported both ways: the session's export (core
+    ops, the default) and one with tensorflow-text's ops, made once per session."""
+    folder = made_once(tmp_path_factory, "export-dates-text",
+                       lambda f: export(dates_translator, str(f / "text"), tokenizer_ops="text"))
+    return {"core": exported_dates, "text": str(folder / "text")}
 
 
 def test_the_config_says_which_ops_each_tokenizer_uses(dates_exports):

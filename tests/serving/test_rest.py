@@ -5,11 +5,10 @@ import json
 import os
 import re
 
-import keras
 import numpy as np
 import pytest
 
-from conftest import train_dates_translator
+from conftest import made_once
 from tfattn.serving import rest
 from tfattn.serving.translator import export, load
 
@@ -62,13 +61,12 @@ def assert_same_json(shown, produced, where, values=True):
 
 
 @pytest.fixture(scope="module")
-def versioned(dates_data, tmp_path_factory):
-    """A dates translator trained for two epochs from seed 0 (its own, so that other tests' use of the
-    random generators cannot change it), exported as the page says: into MODEL_BASE/NAME/VERSION."""
-    keras.utils.set_random_seed(0)
-    translator = train_dates_translator(dates_data, "luong", epochs=2)
-    path = tmp_path_factory.mktemp("models") / "dates" / "1"
-    return load(export(translator, str(path)))
+def versioned(dates_translator, tmp_path_factory):
+    """The session's dates translator (trained for two epochs from seed 0, the same weights in every
+    session), exported as the page says: into MODEL_BASE/NAME/VERSION, once per session."""
+    folder = made_once(tmp_path_factory, "rest-models",
+                       lambda f: export(dates_translator, str(f / "dates" / "1")))
+    return load(str(folder / "dates" / "1"))
 
 
 def test_the_page_shows_what_the_export_answers(versioned):

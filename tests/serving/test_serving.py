@@ -57,7 +57,7 @@ def test_saved_model_cli_show_lists_the_signatures(exported_dates):
     for name in ("'translate'", "'translate_beam'", "'serving_default'"):
         assert f"signature_def[{name}]" in result.stdout
     for output in ("text", "tokens", "input_tokens", "attention", "length", "score", "nbest_text",
-                   "nbest_score"):
+                   "nbest_score", "nbest_tokens", "nbest_attention"):
         assert f"outputs['{output}']" in result.stdout
     for given in ("text", "beam_width", "length_penalty"):
         assert f"inputs['{given}']" in result.stdout

@@ -261,3 +261,20 @@ def test_the_run_config_keeps_its_strategy():
     assert RunConfig.from_dict(json.loads(json.dumps(config.to_dict()))).distribute == config.distribute
     earlier = {k: v for k, v in RunConfig().to_dict().items() if k != "distribute"}  # before strategies
     assert RunConfig.from_dict(earlier).distribute == DistributeConfig()
+
+
+def test_a_model_made_in_the_scope_but_not_built_trains_under_the_default_precision():
+    """The default `precision="auto"` reads the model's policy: the model is built in the strategy's
+    scope first, so its weights are the strategy's (it was built outside it, and refused)."""
+    import tensorflow as tf
+
+    import tfattn
+    from tfattn.training.trainer import TrainConfig, Trainer
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        model = tfattn.make_model(tfattn.ModelConfig(attention="luong", embedding_dim=8, units=8), 12, 12)
+    assert not model.built
+    trainer = Trainer(model, TrainConfig(), quiet=True, strategy=strategy)
+    assert trainer.config.precision == "float32" and trainer.config.precision_asked == "auto"
+    assert all(strategy.extended.variable_created_in_scope(v.value) for v in model.trainable_variables)

@@ -20,8 +20,8 @@ def poison(monkeypatch, bad):
     bad = tf.constant(sorted(bad), tf.int64)
     real = step_module.forward_and_loss
 
-    def forward_and_loss(model, source, target, training, accel=None):
-        logits, loss = real(model, source, target, training, accel)
+    def forward_and_loss(model, source, target, training, accel=None, **options):
+        logits, loss = real(model, source, target, training, accel, **options)
         if not training:
             return logits, loss
         n = calls.assign_add(1)

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from conftest import run_main
 from processes import TRAIN_FLAGS, events, write_anki
-from tfattn.runs import saving
+from tfattn.runs import finish, saving
 
 
 AFTER_STEP = saving.Saver.after_step
@@ -65,7 +65,7 @@ def test_a_resumed_run_ends_with_the_weights_of_a_run_never_stopped(tmp_path, ca
     write_anki(tmp_path / "d.txt", 300)
     corpus, whole, resumed = str(tmp_path / "d.txt"), str(tmp_path / "whole"), str(tmp_path / "resumed")
     flags = ["--epochs", "2", *TRAIN_FLAGS]  # dropout 0.2 (the default): its draws must resume too
-    monkeypatch.setattr(runs, "export", no_export)
+    monkeypatch.setattr(finish, "export", no_export)
     # Both runs start from the same weights and dropout seeds: `--seed` alone does not give them
     # (see the test below), the global seed at the model's making does.
     keras.utils.set_random_seed(0)
@@ -108,7 +108,7 @@ def test_the_seed_fixes_the_first_weights(tmp_path, capsys, monkeypatch):
     import random
 
     write_anki(tmp_path / "d.txt", 300)
-    monkeypatch.setattr(runs, "export", no_export)
+    monkeypatch.setattr(finish, "export", no_export)
     stop_after(monkeypatch, 1, KeyboardInterrupt())
     states = []
     for state in (1, 2):

@@ -464,8 +464,8 @@ def test_export_of_the_latest_state_takes_best_when_it_is_newer(small_run, tmp_p
     for path in glob.glob(os.path.join(run, "checkpoints", "ckpt-144.*")):
         os.remove(path)  # as when the epoch-end save of step 144 failed after best/ was saved
     used = []
-    monkeypatch.setattr(runs, "restore_weights", lambda model, path: used.append(path))
-    monkeypatch.setattr(runs, "export", lambda translator, out, **options: out)
+    monkeypatch.setattr(export, "restore_weights", lambda model, path: used.append(path))
+    monkeypatch.setattr(export, "export", lambda translator, out, **options: out)
     export.export_run(run, str(tmp_path / "e"), checkpoint="latest", echo=used.append)
     export.export_run(run, str(tmp_path / "e"), checkpoint="best", echo=used.append)
     best = os.path.join(run, "best", "ckpt-144")

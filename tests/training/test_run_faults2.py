@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import run_main
+from conftest import made_once, run_main
 from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_after, wait_until_stopped, write_anki
 from tfattn.runs.directory import Run
 
@@ -40,11 +40,13 @@ def strict_load(text):
 def tiny_run(tmp_path_factory):
     """A finished run of 1 epoch (24 steps) trained from its own folder on `d.txt`, given as typed
     (a relative path): `(folder, run directory)`."""
-    home = tmp_path_factory.mktemp("home")
-    write_anki(home / "d.txt", 200)
-    proc = tfattn("train", "--corpus", "d.txt", "--out", "run", "--epochs", "1", *TRAIN_FLAGS, cwd=home)
-    _, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
+    def train(home):
+        write_anki(home / "d.txt", 200)
+        proc = tfattn("train", "--corpus", "d.txt", "--out", "run", "--epochs", "1", *TRAIN_FLAGS, cwd=home)
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+
+    home = made_once(tmp_path_factory, "tiny-run", train)
     return home, str(home / "run")
 
 
@@ -144,9 +146,9 @@ def diverging_at(monkeypatch, bad_step):
     does not on the dates corpus)."""
     import tfattn.training.trainer as trainer
 
-    real = trainer.make_train_step
+    real = trainer.train_step_on
 
-    def make_train_step(model, optimizer, *args, **kwargs):
+    def train_step_on(model, optimizer, *args, **kwargs):
         step = real(model, optimizer, *args, **kwargs)
 
         def train_step(source, target):
@@ -159,7 +161,7 @@ def diverging_at(monkeypatch, bad_step):
 
         return train_step
 
-    monkeypatch.setattr(trainer, "make_train_step", make_train_step)
+    monkeypatch.setattr(trainer, "train_step_on", train_step_on)
 
 
 @pytest.mark.parametrize("bad_step, every, kept", [(5, 10, 1), (15, 10, 11), (5, 500, 1)])

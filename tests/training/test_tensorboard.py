@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_main
+from conftest import made_once, run_main
 from processes import TRAIN_FLAGS, write_anki
 from tfattn.runs.directory import Run
 
@@ -33,15 +33,16 @@ def board_run(tmp_path_factory):
     """96 training pairs of dates, 2 epochs of 6 steps (batches of 16), the means read every 4 steps and
     at each epoch's end, 6 validation sentences translated for BLEU, TensorBoard in its default place."""
 
-    tmp = tmp_path_factory.mktemp("board")
-    write_anki(tmp / "d.txt", 200)
-    run = str(tmp / "run")
-    flags = [*TRAIN_FLAGS, "--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--log-every", "4",
-             "--bleu-sample", "6", "--max-pairs", "96"]
     from tfattn.cli import main
 
-    assert main(["train", "--corpus", str(tmp / "d.txt"), "--out", run, "--epochs", "2", *flags]) == 0
-    return run
+    def train(folder):
+        write_anki(folder / "d.txt", 200)
+        flags = [*TRAIN_FLAGS, "--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--log-every", "4",
+                 "--bleu-sample", "6", "--max-pairs", "96"]
+        assert main(["train", "--corpus", str(folder / "d.txt"), "--out", str(folder / "run"), "--epochs", "2",
+                     *flags]) == 0
+
+    return str(made_once(tmp_path_factory, "board-run", train) / "run")
 
 
 def test_every_tag_is_written(board_run):
@@ -95,7 +96,10 @@ def test_the_config_is_written_as_hparams(board_run):
     info = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
     assert info.hparams["model.units"].number_value == 16
     assert info.hparams["train.learning_rate"].number_value == pytest.approx(0.003)
-    assert info.hparams["train.precision"].string_value == "float32"
+    from tfattn.training.precision import auto_precision
+
+    assert info.hparams["train.precision"].string_value == auto_precision()[0]  # --precision auto, resolved
+    assert info.hparams["train.precision_asked"].string_value == "auto"
 
 
 @pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long

@@ -168,3 +168,22 @@ def test_an_epoch_resumed_from_a_checkpoint_reports_all_its_batches(tmp_path, st
     assert history["loss"] == [pytest.approx(sum(losses) / 5, rel=1e-5)]
     assert history["padding_fraction"] == [0.0] and history["tokens_per_s"][0] > 0
     assert (int(second.epoch), int(second.position)) == (2, 0)
+
+
+@pytest.mark.parametrize("accel", [True, False])
+def test_a_trainer_trains_on_the_smoothed_loss_and_validates_on_the_plain_one(accel):
+    from tfattn.core import masked_loss
+
+    keras.utils.set_random_seed(0)
+    model = tiny_model()
+    source, target = batch([[2, 4, 5, 3], [2, 6, 3]]), batch([[2, 7, 8, 3], [2, 9, 3]])
+    model((source, target[:, :-1]))
+    kernel = model.decoder.logits_dense.kernel
+    kernel.assign(kernel * 30.0)  # far from uniform, where the two losses would be about equal
+    logits, _ = model((source, target[:, :-1]))
+    smoothed = float(masked_loss(target[:, 1:], logits, label_smoothing=0.1))
+    plain = float(masked_loss(target[:, 1:], logits))
+    trainer = Trainer(model, TrainConfig(label_smoothing=0.1, accel=accel), quiet=True)
+    assert float(trainer.eval_step(source, target)["loss"]) == pytest.approx(plain, rel=1e-5)  # val_loss: plain NLL
+    assert float(trainer.train_step(source, target)["loss"]) == pytest.approx(smoothed, rel=1e-5)  # before the update
+    assert abs(smoothed - plain) > 1e-3

@@ -15,7 +15,8 @@ from conftest import run_main
 from processes import TRAIN_FLAGS, events, write_anki
 from tfattn.training.schedules import WarmupSchedule, learning_rate
 from tfattn.training.trainer import TrainConfig, weights_checkpoint
-from tfattn.training.validation import ValidationConfig, average_weights, fixed_sample, score_of
+from tfattn.training.callbacks import fixed_sample
+from tfattn.training.validation import ValidationConfig, average_weights, score_of
 
 
 def test_the_bleu_sample_is_spread_evenly_and_fixed():
@@ -171,7 +172,7 @@ def test_the_average_is_kept_only_when_it_validates_better(tmp_path, losses, kep
     assert what["steps"] == [12, 8] and what["exported"] == (kept == "average")
     np.testing.assert_array_equal(first.numpy(), 4.0 if kept == "average" else 9.0)  # (6 + 2) / 2, or as held
     assert os.path.exists(tmp_path / "averaged") == (kept == "average")
-    assert lines == [f"the average of the checkpoints of steps [12, 8] " + (
+    assert lines == ["the average of the checkpoints of steps [12, 8] " + (
         f"validates better (loss 1.5000 against 2.0000): it is exported (and kept in {tmp_path / 'averaged'})"
         if kept == "average" else "does not validate better (loss 2.5000 against 2.0000): the best checkpoint is "
                                   "exported")]

@@ -39,6 +39,7 @@ KNOWN = {
         "units": "the cell's weights", "attention": "the step of either style (`style`)",
         "attention_layer": "`tfattn.accel.attention`, or the layer's own call", "input_feeding": "`feeds_input`",
         "rnn": "`rnn.step` of a GRU or an LSTM", "dropout": "the decoder's dropout layer, called",
+        "tie_embeddings": "`tied`: the logits kernel is the embedding table, transposed",
     },
     BahdanauAttention: {**_ATTENTION_OPTIONS, "units": "the kernels' shapes", "normalize": "`key_bias`, `v`"},
     LuongAttention: {
@@ -162,8 +163,11 @@ class DecoderView:
     (the state holds the target step); sizes `embedding_dim`, `units`; `dtype`; `dropout` (the rate);
     the sub-layers it calls: `embedding`, `dropout_layer`, `rnn_layer` (on a GPU, for cuDNN),
     `attention_layer`; the variables it reads: `embeddings (vocab, emb)`, `cell` (the RNN's cell),
-    `hidden_kernel`, `hidden_bias` (None for Luong's `W_c`), `logits_kernel`, `logits_bias`; and
-    `initial_state`, the decoder's own method.
+    `hidden_kernel`, `hidden_bias` (None for Luong's `W_c`), `logits_kernel` `(units, vocab)`,
+    `logits_bias`; `tied`: the decoder's logits kernel is `embeddings` transposed
+    (`tie_embeddings`), and `logits_kernel` is None (the transpose is taken where the weights are
+    read, so that a step given weights made ahead reads no variable); and `initial_state`, the
+    decoder's own method.
     """
 
     style: str
@@ -186,19 +190,24 @@ class DecoderView:
     logits_kernel: object
     logits_bias: object
     initial_state: object
+    tied: bool = False
 
 
 def decoder_view(decoder):
     """The `DecoderView` of a built `Decoder`."""
-    hidden, logits = decoder.hidden_dense, decoder.logits_dense
+    hidden = decoder.hidden_dense
+    if decoder.tie_embeddings:  # logits = out @ E^T + b (`tfattn.layers.tied`)
+        logits_kernel, logits_bias = None, decoder.logits_bias
+    else:
+        logits_kernel, logits_bias = decoder.logits_dense.kernel, decoder.logits_dense.bias
     return DecoderView(
         style=decoder.attention, vocab_size=decoder.vocab_size, rnn=decoder.rnn, feeds_input=decoder.feeds_input,
         tracks_position=decoder.tracks_position, embedding_dim=decoder.embedding_dim, units=decoder.units,
         dtype=decoder.compute_dtype, dropout=decoder.dropout, embedding=decoder.embedding,
         dropout_layer=decoder.dropout_layer, rnn_layer=decoder.rnn_layer, attention_layer=decoder.attention_layer,
         embeddings=decoder.embedding.embeddings, cell=decoder.rnn_layer.cell, hidden_kernel=hidden.kernel,
-        hidden_bias=hidden.bias, logits_kernel=logits.kernel, logits_bias=logits.bias,
-        initial_state=decoder.initial_state)
+        hidden_bias=hidden.bias, logits_kernel=logits_kernel, logits_bias=logits_bias,
+        initial_state=decoder.initial_state, tied=decoder.tie_embeddings)
 
 
 def covers(encoder, decoder):

@@ -60,7 +60,8 @@ def _decoding_weights(view, token_tables=False):
         **adapter.cell_weights(view.cell, dtype, split_at=view.embedding_dim),
         "hidden_kernel": cast(view.hidden_kernel),  # (hidden input, units)
         "hidden_bias": cast(view.hidden_bias),
-        "logits_kernel": cast(view.logits_kernel),  # (units, vocab)
+        # (units, vocab); tied: the embedding table (vocab, units), transposed
+        "logits_kernel": cast(ops.transpose(view.embeddings) if view.tied else view.logits_kernel),
         "logits_bias": cast(view.logits_bias),
     }
     if view.style == "bahdanau":  # rows for [s_i; c_i], then for E y_{i-1}

@@ -25,8 +25,10 @@ from tfattn.accel.decoding import decode  # noqa: F401 (the door's)
 from tfattn.accel.losses import masked_accuracy, masked_loss  # noqa: F401 (the door's)
 from tfattn.accel.optimizer import FusedAdam  # noqa: F401 (the door's)
 
-# The precisions the fast tier is tested in, equal to the reference tier's.
-PRECISIONS = ("float32",)
+# The precisions the fast tier is tested in, equal to the reference tier's (float32 within its
+# rounding, mixed_bfloat16 within bfloat16's: tests/accel/test_bfloat16.py). mixed_float16 needs
+# loss scaling, which the fast tier does not do: it runs the reference tier.
+PRECISIONS = ("float32", "mixed_bfloat16")
 
 
 def choose(accel, model, precision="float32"):
@@ -34,8 +36,8 @@ def choose(accel, model, precision="float32"):
 
     The fast tier runs when the switch says so (`accel`, `None` following `tfattn.tier`), it has
     code for the model's parts (`adapter.covers`: an RNN `Encoder` and an attention `Decoder`) and
-    for the precision (`PRECISIONS`). The Transformer and the no-attention baseline, and mixed
-    precisions, run the reference tier whatever the switch says. A model without an `encoder`
+    for the precision (`PRECISIONS`). The Transformer and the no-attention baseline, and
+    mixed_float16, run the reference tier whatever the switch says. A model without an `encoder`
     (anything with `encode` and `decoder.step`, which only a decoding loop sees) runs the fast
     tier's loop with its own steps.
 

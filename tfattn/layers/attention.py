@@ -238,5 +238,5 @@ def build_shapes(query_shape, value_shape, key_shape):
         shapes = list(query_shape) + [None]
         return shapes[0], shapes[1], shapes[2]
     if value_shape is None:
-        raise ValueError(f"value is required to build the layer. Received: value_shape=None")
+        raise ValueError("value is required to build the layer. Received: value_shape=None")
     return query_shape, value_shape, key_shape

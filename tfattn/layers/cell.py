@@ -74,7 +74,8 @@ class AttentionCell(keras.layers.Layer):
     Call arguments (as `keras.layers.RNN` calls it):
         inputs: `(batch, features)`, one step of the sequence.
         states: the list from `initial_state` or the previous step.
-        training: bool. Passed to the wrapped cell and the attention layer (dropout).
+        training: bool. Passed to the wrapped cell and the attention layer (dropout). Defaults to
+            `False`, as in Keras' own RNN cells (`keras.layers.GRUCell`), which `keras.layers.RNN` calls.
 
     Returns:
         `(output, states)`. output `(batch, output_size)`: `a_t` `(batch, attention size)` or `h_t`

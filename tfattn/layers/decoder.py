@@ -25,6 +25,7 @@ from tfattn.layers.bahdanau import BahdanauAttention
 from tfattn.layers.luong import LuongAttention
 from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
 from tfattn.layers.encoder import make_rnn, state_dict
+from tfattn.layers.tied import add_bias, check_tied, tied_logits
 
 STYLES = ("bahdanau", "luong")
 
@@ -57,6 +58,9 @@ class Decoder(keras.layers.Layer):
         input_feeding: bool. Luong style only: feed `h~_{t-1}` to the next step. Defaults to `True`.
         rnn: str. `"gru"` or `"lstm"`. Defaults to `"gru"`.
         dropout: float. Dropout on embeddings and on the output features. Defaults to `0.0`.
+        tie_embeddings: bool. The vocabulary projection is the target embedding table, transposed,
+            plus a bias (Press & Wolf 2017; `tfattn.layers.tied`): needs `embedding_dim == units`.
+            Defaults to `False`: a projection of its own (`logits_dense`).
         **kwargs: base layer arguments (`name`, `dtype`, ...). `style=` is the deprecated name of
             `attention`, and a layer passed as `attention` is taken as `attention_layer`.
 
@@ -66,7 +70,7 @@ class Decoder(keras.layers.Layer):
         state: dict from `Encoder` (`{"h": (batch, units)}`, plus `"c"` for an LSTM).
         encoder_outputs_mask: bool `(batch, t_in)`, `False` on source padding; taken from
             `encoder_outputs`' Keras mask when not given (the `Encoder`'s outputs carry one).
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)`, attention `(batch, t_out, t_in)`.
@@ -75,7 +79,8 @@ class Decoder(keras.layers.Layer):
     Attributes:
         embedding, rnn_layer (its `cell` is the step's RNN), attention_layer, hidden_dense (Bahdanau's
         `tanh` output layer, Luong's `W_c`), logits_dense, dropout_layer: the sub-layers, in the
-        order the step uses them. `initial_state`, `prepare_memory` and `step` are public too: the
+        order the step uses them; with `tie_embeddings`, `logits_dense` is None and `logits_bias`
+        the projection's bias. `initial_state`, `prepare_memory` and `step` are public too: the
         decoding loops and the fast tier (`tfattn.accel`) use only these.
 
     Example:
@@ -89,7 +94,7 @@ class Decoder(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, embedding_dim, units, attention="bahdanau", attention_layer=None,
-                 input_feeding=True, rnn="gru", dropout=0.0, **kwargs):
+                 input_feeding=True, rnn="gru", dropout=0.0, tie_embeddings=False, **kwargs):
         attention, attention_layer = _style_arguments(attention, attention_layer, kwargs)
         super().__init__(**kwargs)
         self.vocab_size = positive_int("vocab_size", vocab_size)
@@ -101,6 +106,7 @@ class Decoder(keras.layers.Layer):
                       f"attention={attention!r}")
         self.rnn = rnn
         self.dropout = rate("dropout", dropout)
+        self.tie_embeddings = check_tied(tie_embeddings, self.embedding_dim, self.units)
         dtype = self.dtype_policy  # sub-layers compute in the decoder's dtype (e.g. "float16")
         self.attention_layer = attention_layer or (
             BahdanauAttention(self.units, dtype=dtype) if attention == "bahdanau" else LuongAttention(dtype=dtype))
@@ -115,7 +121,8 @@ class Decoder(keras.layers.Layer):
         # Bahdanau: t_i = tanh(W [s_i; c_i; E y_{i-1}] + b).  Luong: h~_t = tanh(W_c [c_t; h_t]).
         self.hidden_dense = keras.layers.Dense(self.units, activation="tanh", use_bias=attention == "bahdanau",
                                                name="hidden_dense", dtype=dtype)
-        self.logits_dense = keras.layers.Dense(self.vocab_size, name="logits_dense", dtype=dtype)
+        self.logits_dense = None if self.tie_embeddings else keras.layers.Dense(self.vocab_size, name="logits_dense",
+                                                                                dtype=dtype)
         self.supports_masking = True
 
     @property
@@ -143,7 +150,10 @@ class Decoder(keras.layers.Layer):
             self.attention_layer.build((batch, None, self.units), encoder_outputs_shape)
         hidden_input = self.units + dv + (self.embedding_dim if self.attention == "bahdanau" else 0)
         self.hidden_dense.build((batch, hidden_input))
-        self.logits_dense.build((batch, self.units))
+        if self.tie_embeddings:
+            self.logits_bias = add_bias(self, self.vocab_size)
+        else:
+            self.logits_dense.build((batch, self.units))
 
     # -- state and memory -------------------------------------------------------------------------
 
@@ -165,7 +175,7 @@ class Decoder(keras.layers.Layer):
         keys = self.attention_layer.prepare_keys(encoder_outputs)  # (batch, t_in, ...)
         return {"values": encoder_outputs, "keys": keys, "mask": None if mask is None else ops.cast(mask, "bool")}
 
-    def attend(self, query, memory, positions=None, training=False):
+    def attend(self, query, memory, positions=None, training=None):
         """`query (batch, t_q, units)` -> context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)`.
         `positions`: int `(batch, t_q)` or `(t_q,)`, the queries' target steps, for a layer that reads them."""
         positions = dict(query_positions=positions) if self.tracks_position else {}
@@ -174,7 +184,7 @@ class Decoder(keras.layers.Layer):
 
     # -- one step ---------------------------------------------------------------------------------
 
-    def _step(self, embedded, state, memory, training=False):
+    def _step(self, embedded, state, memory, training=None):
         """One decoder step on the previous token's embedding `(batch, emb)`.
 
         Returns `(out (batch, units), attention (batch, t_in), state)`: `out` are the features the
@@ -200,15 +210,18 @@ class Decoder(keras.layers.Layer):
                 new_state["position"] = state["position"] + 1
         return out, attention[:, 0, :], new_state
 
-    def _rnn_step(self, x, state, training=False):
+    def _rnn_step(self, x, state, training=None):
         """The Keras GRU/LSTM cell on `x (batch, input)`: returns `h (batch, units)` and the new state."""
         states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
         h, new_states = self.rnn_layer.cell(x, states, training=training)
         return h, state_dict(self.rnn, new_states)
 
-    def _logits(self, out, training=False):
+    def _logits(self, out, training=None):
         """Output features `(..., units)` -> logits `(..., vocab)`, after dropout."""
-        return self.logits_dense(self.dropout_layer(out, training=training))
+        out = self.dropout_layer(out, training=training)
+        if self.tie_embeddings:
+            return tied_logits(out, self.embedding.embeddings, self.logits_bias)  # (..., vocab)
+        return self.logits_dense(out)
 
     def step(self, token, state, memory):
         """One inference step.
@@ -230,7 +243,7 @@ class Decoder(keras.layers.Layer):
 
     # -- teacher forcing --------------------------------------------------------------------------
 
-    def call(self, target_in, encoder_outputs, state, encoder_outputs_mask=None, training=False, mask=None):
+    def call(self, target_in, encoder_outputs, state, encoder_outputs_mask=None, training=None, mask=None):
         # 1. Check the inputs; embed the shifted target and prepare what every step attends to.
         encoder_outputs_mask = self._check(target_in, encoder_outputs, state, encoder_outputs_mask, mask)
         memory = self.prepare_memory(encoder_outputs, encoder_outputs_mask)
@@ -310,6 +323,7 @@ class Decoder(keras.layers.Layer):
             "input_feeding": self.input_feeding,
             "rnn": self.rnn,
             "dropout": self.dropout,
+            "tie_embeddings": self.tie_embeddings,
         }
 
     @classmethod

@@ -42,7 +42,7 @@ class Encoder(keras.layers.Layer):
 
     Call arguments:
         source: int tensor `(batch, t_in)`, right-padded with 0.
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(outputs, state, mask)`: outputs `(batch, t_in, units)`, carrying the padding mask as their
@@ -97,7 +97,7 @@ class Encoder(keras.layers.Layer):
             layer.build(shape)
             shape = (*source_shape[:2], self.units)
 
-    def call(self, source, training=False):
+    def call(self, source, training=None):
         # 1. Embed; padding (id 0) is masked for the recurrent layers.
         ShapeChecker()("source", source, ("batch", "t_in"))
         mask = ops.not_equal(source, 0)  # (batch, t_in)
@@ -123,7 +123,7 @@ class Encoder(keras.layers.Layer):
         state = {"h": None} if self.rnn == "gru" else {"h": None, "c": None}
         return padding, state, None
 
-    def compute_output_spec(self, source, training=False):
+    def compute_output_spec(self, source, training=None):
         batch, t_in = source.shape
         spec = keras.KerasTensor((batch, self.units))
         state = {"h": spec} if self.rnn == "gru" else {"h": spec, "c": spec}

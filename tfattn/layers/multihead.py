@@ -29,6 +29,18 @@ from tfattn.layers.checks import positive_int, refuse_unused
 from tfattn.layers.positions import RelativePositions, default_positions
 
 
+def _renamed_heads(heads, num_heads):
+    """`heads`, the old name of `num_heads`, with a DeprecationWarning; both given is refused."""
+    import warnings
+
+    if num_heads != 4:
+        raise ValueError(f"Give num_heads only (heads is its old name). Received: heads={heads!r}, "
+                         f"num_heads={num_heads!r}")
+    warnings.warn("MultiHeadAttention(heads=...) is renamed num_heads=..., as Keras names it; heads will be "
+                  "removed in a later release.", DeprecationWarning, stacklevel=3)
+    return heads
+
+
 def glorot(fan_in, fan_out):
     """Glorot-uniform limits of a `(fan_in, fan_out)` matrix, for a kernel stored per head."""
     limit = math.sqrt(6.0 / (fan_in + fan_out))
@@ -60,12 +72,23 @@ class MultiHeadAttention(ScoredAttention):
     `return_heads=True` returns every head's weights `(batch, heads, t_q, t_in)` instead. The
     projections have no biases, as in the paper's equations.
 
+    How it differs from `keras.layers.MultiHeadAttention` (whose argument names it shares):
+    it always returns a tuple `(context, weights)`, as tfattn's other attention layers do, where
+    Keras returns the context alone unless `return_attention_scores=True` (and then every head's
+    weights, which `return_heads=True` gives here); it takes masks by side (`value_mask`,
+    `query_mask`), from the inputs' Keras masks when not given, rather than an `attention_mask`;
+    it has Shaw et al.'s relative positions (`relative_clip`); and a decoder projects the keys
+    and values once per sentence (`prepare_keys`) and only the query at each step, where Keras'
+    layer projects all three at every call. It has no biases and no `key_dim` requirement
+    (`num_heads` divides the query size by default).
+
     Args:
-        heads: int. Number of heads. Defaults to `4`.
-        key_dim: int or None. Size of each head's queries and keys; `None` takes `dq // heads`
-            (then `heads` must divide the query size). Defaults to `None`.
-        value_dim: int or None. Size of each head's values; `None` takes `dv // heads` (then `heads`
-            must divide the value size). Defaults to `None`.
+        num_heads: int. Number of heads, as Keras names it (`heads=` is still taken, with a
+            `DeprecationWarning`). Defaults to `4`.
+        key_dim: int or None. Size of each head's queries and keys; `None` takes `dq // num_heads`
+            (then `num_heads` must divide the query size). Defaults to `None`.
+        value_dim: int or None. Size of each head's values; `None` takes `dv // num_heads` (then
+            `num_heads` must divide the value size). Defaults to `None`.
         output_dim: int or None. Size of the context; `None` takes `dv`, so the layer fits where a
             single-head attention was. Defaults to `None`.
         relative_clip: int or None. Shaw et al.'s clipping distance `k`; `None` uses no relative
@@ -98,7 +121,7 @@ class MultiHeadAttention(ScoredAttention):
 
     Example:
 
-    >>> attention = MultiHeadAttention(heads=2)
+    >>> attention = MultiHeadAttention(num_heads=2)
     >>> query, value = np.ones((2, 3, 4)), np.ones((2, 5, 6))
     >>> context, weights = attention(query, value)
     >>> context.shape, weights.shape
@@ -108,13 +131,15 @@ class MultiHeadAttention(ScoredAttention):
     (eq. 1) and 3.2.2; relative positions: Shaw et al. 2018, arXiv 1803.02155, eq. 3-5.
     """
 
-    def __init__(self, heads=4, key_dim=None, value_dim=None, output_dim=None, relative_clip=None,
+    def __init__(self, num_heads=4, key_dim=None, value_dim=None, output_dim=None, relative_clip=None,
                  relative_values=True, **kwargs):
+        if "heads" in kwargs:  # the name of tfattn 0.1, and of configs saved by it
+            num_heads = _renamed_heads(kwargs.pop("heads"), num_heads)
         if kwargs.get("probability", "soft") != "soft":  # every head's weights are a softmax
             raise ValueError(f"MultiHeadAttention is soft attention only: hard attention is for BahdanauAttention "
                              f"and LuongAttention. Received: probability={kwargs['probability']!r}")
         super().__init__(**kwargs)
-        self.heads = positive_int("heads", heads)
+        self.num_heads = positive_int("num_heads", num_heads)
         self.key_dim = None if key_dim is None else positive_int("key_dim", key_dim)
         self.value_dim = None if value_dim is None else positive_int("value_dim", value_dim)
         self.output_dim = None if output_dim is None else positive_int("output_dim", output_dim)
@@ -124,14 +149,20 @@ class MultiHeadAttention(ScoredAttention):
                       "(relative_clip)", f"relative_clip={relative_clip!r}")
         self.relative = None
 
+    @property
+    def heads(self):
+        """The number of heads, `num_heads` (read by the decoder and the export, as for any layer)."""
+        return self.num_heads
+
     def head_size(self, name, size, given):
-        """`given`, or `size // heads` when `heads` divides `size` (else a ValueError)."""
+        """`given`, or `size // num_heads` when `num_heads` divides `size` (else a ValueError)."""
         if given is not None:
             return given
-        if size % self.heads:
-            raise ValueError(f"heads must divide the {name} size when {name}_dim is not given: {size} is not a "
-                             f"multiple of heads={self.heads}. Received: heads={self.heads}, {name} size {size}")
-        return size // self.heads
+        if size % self.num_heads:
+            raise ValueError(f"num_heads must divide the {name} size when {name}_dim is not given: {size} is not a "
+                             f"multiple of num_heads={self.num_heads}. Received: num_heads={self.num_heads}, "
+                             f"{name} size {size}")
+        return size // self.num_heads
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         query_shape, value_shape, key_shape = build_shapes(query_shape, value_shape, key_shape)
@@ -139,7 +170,7 @@ class MultiHeadAttention(ScoredAttention):
         dk = (value_shape if key_shape is None else key_shape)[-1]
         kd, vd = self.head_size("key", dq, self.key_dim), self.head_size("value", dv, self.value_dim)
         out = self.output_dim or dv
-        h = self.heads
+        h = self.num_heads
         self.query_kernel = self.add_weight(name="query_kernel", shape=(dq, h, kd), initializer=glorot(dq, h * kd))
         self.key_kernel = self.add_weight(name="key_kernel", shape=(dk, h, kd), initializer=glorot(dk, h * kd))
         self.value_kernel = self.add_weight(name="value_kernel", shape=(dv, h, vd), initializer=glorot(dv, h * vd))
@@ -252,7 +283,7 @@ class MultiHeadAttention(ScoredAttention):
     def get_config(self):
         return {
             **super().get_config(),
-            "heads": self.heads,
+            "num_heads": self.num_heads,
             "key_dim": self.key_dim,
             "value_dim": self.value_dim,
             "output_dim": self.output_dim,

@@ -18,3 +18,6 @@ LOCALS = (None, "m", "p")
 POSITIONS = ("sinusoidal", "learned", "relative", "none")
 # The recurrent layers of the RNN encoder and decoders.
 RNNS = ("gru", "lstm")
+# Where a Transformer block normalizes: before each sublayer (and once at the stack's end), or after
+# each residual as Vaswani et al. (`ModelConfig.norm`, `--norm`; the layers' `norm_first`).
+NORMS = ("pre", "post")

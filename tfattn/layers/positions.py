@@ -17,7 +17,6 @@ import keras
 from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int
-from tfattn.layers.options import POSITIONS
 
 
 def default_positions(inputs):

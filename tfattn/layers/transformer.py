@@ -40,7 +40,9 @@ from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
 from tfattn.layers.multihead import MultiHeadAttention, causal_mask
-from tfattn.layers.positions import POSITIONS, LearnedPositions, SinusoidalPositions, default_positions
+from tfattn.layers.options import POSITIONS
+from tfattn.layers.positions import LearnedPositions, SinusoidalPositions, default_positions
+from tfattn.layers.tied import add_bias, tied_logits
 
 
 def check_sizes(units, heads, positions, ff_dim):
@@ -82,7 +84,7 @@ class TransformerBlock(keras.layers.Layer):
         t or 1, t_keys)`, the pairs the self-attention may use. memory: decoder blocks: the
         cross-attention's `{"keys", "values", "mask"}`. cache: decoder steps: `{"keys", "values"}`
         of `(batch, heads, max_length, key_dim)` to write at `positions` and attend over.
-        training: bool.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(x (batch, t, units), cross weights (batch, heads, t, t_in) or None, cache or None)`.
@@ -118,7 +120,7 @@ class TransformerBlock(keras.layers.Layer):
         x = x + self.dropout_layer(out, training=training)
         return x if self.norm_first else self.norms[i](x)
 
-    def call(self, x, positions, self_mask=None, memory=None, cache=None, training=False):
+    def call(self, x, positions, self_mask=None, memory=None, cache=None, training=None):
         # 1. Self-attention (over the cache when stepping).
         out, cache = self.attend_to_self(self._before(x, 0), positions, self_mask, cache, training)
         x = self._after(x, out, 0, training)
@@ -183,7 +185,10 @@ class _Stack(keras.layers.Layer):
         self.blocks = [TransformerBlock(self.units, self.heads, self.ff_dim, cross=cross, relative_clip=clip,
                                         dropout=self.dropout, norm_first=self.norm_first, name=f"block_{i}",
                                         dtype=dtype) for i in range(self.num_layers)]
-        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm", dtype=dtype)
+        # Pre-norm stacks end with a layer norm; post-norm ones end normalized already (and a weight no
+        # call reads would get no gradient).
+        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm", dtype=dtype) \
+            if self.norm_first else None
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=dtype)
 
     def build_stack(self, ids_shape, memory_shape=None):
@@ -193,9 +198,10 @@ class _Stack(keras.layers.Layer):
             self.position_layer.build(x_shape)
         for block in self.blocks:
             block.build(x_shape, memory_shape)
-        self.final_norm.build(x_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(x_shape)
 
-    def embed(self, ids, positions, training=False):
+    def embed(self, ids, positions, training=None):
         """`ids (batch, t)` at `positions (batch or 1, t)` -> `E[ids] * sqrt(units)` + positions."""
         x = self.embedding(ids) * ops.cast(math.sqrt(self.units), self.compute_dtype)  # (batch, t, units)
         if self.position_layer is not None:
@@ -206,7 +212,7 @@ class _Stack(keras.layers.Layer):
 
     def finish(self, x):
         """The final layer norm of the pre-norm stack (the post-norm stack ends normalized)."""
-        return self.final_norm(x) if self.norm_first else x
+        return x if self.final_norm is None else self.final_norm(x)
 
     def get_config(self):
         return {
@@ -250,7 +256,8 @@ class TransformerEncoder(_Stack):
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        source: int `(batch, t_in)`, right-padded with 0. training: bool. Whether dropout is active.
+        source: int `(batch, t_in)`, right-padded with 0.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(outputs, state, mask)`: outputs `(batch, t_in, units)` carrying the padding mask as their
@@ -274,7 +281,7 @@ class TransformerEncoder(_Stack):
     def build(self, source_shape):
         self.build_stack(source_shape)
 
-    def call(self, source, training=False):
+    def call(self, source, training=None):
         # 1. Embed and add positions; padding masked for every self-attention.
         ShapeChecker()("source", source, ("batch", "t_in"))
         mask = ops.not_equal(source, 0)  # (batch, t_in)
@@ -293,7 +300,7 @@ class TransformerEncoder(_Stack):
         """The outputs carry the source's padding mask (for a decoder or an attention layer next)."""
         return ops.not_equal(inputs, 0), {"h": None}, None
 
-    def compute_output_spec(self, source, training=False):
+    def compute_output_spec(self, source, training=None):
         batch, t_in = source.shape
         return (keras.KerasTensor((batch, t_in, self.units), self.compute_dtype),
                 {"h": keras.KerasTensor((batch, self.units), self.compute_dtype)},
@@ -315,6 +322,9 @@ class TransformerDecoder(_Stack):
         units: int. Model size; the encoder's `units`.
         heads, ff_dim, num_layers, positions, relative_clip, dropout, norm_first: as
             `TransformerEncoder` takes them.
+        tie_embeddings: bool. The logits are the last features times the target embedding table,
+            transposed, plus a bias (Press & Wolf 2017; Vaswani et al. section 3.4 share it with the
+            pre-softmax projection; `tfattn.layers.tied`). Defaults to `False`: `logits_dense`.
         max_length: int. The cache holds `max_length` target positions (and `"learned"` positions
             have as many vectors): a teacher-forced target may have at most `max_length` steps and
             `step` at most `max_length` calls per sentence (keep `DecodeConfig.max_length` at or
@@ -327,7 +337,7 @@ class TransformerDecoder(_Stack):
         state: the encoder's state (checked, not used).
         encoder_outputs_mask: bool `(batch, t_in)`, `False` on source padding; taken from
             `encoder_outputs`' Keras mask when not given.
-        training: bool. Whether dropout is active.
+        training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
         `(logits, attention)`: logits `(batch, t_out, vocab)` carrying the target's Keras mask,
@@ -347,13 +357,18 @@ class TransformerDecoder(_Stack):
     the paper does not have: see the module's docstring).
     """
 
-    def __init__(self, vocab_size, units, **kwargs):
+    def __init__(self, vocab_size, units, tie_embeddings=False, **kwargs):
         super().__init__(vocab_size, units, cross=True, **kwargs)
-        self.logits_dense = keras.layers.Dense(self.vocab_size, name="logits_dense", dtype=self.dtype_policy)
+        self.tie_embeddings = bool(tie_embeddings)  # the embedding has `units` numbers: always the right size
+        self.logits_dense = None if self.tie_embeddings else keras.layers.Dense(
+            self.vocab_size, name="logits_dense", dtype=self.dtype_policy)
 
     def build(self, target_in_shape, encoder_outputs_shape, state_shape=None):
         self.build_stack(target_in_shape, encoder_outputs_shape)
-        self.logits_dense.build((*target_in_shape[:2], self.units))
+        if self.tie_embeddings:
+            self.logits_bias = add_bias(self, self.vocab_size)
+        else:
+            self.logits_dense.build((*target_in_shape[:2], self.units))
 
     # -- state and memory -------------------------------------------------------------------------
 
@@ -377,7 +392,7 @@ class TransformerDecoder(_Stack):
 
     # -- the blocks ---------------------------------------------------------------------------------
 
-    def run_blocks(self, ids, positions, memory, self_mask, cache=None, training=False):
+    def run_blocks(self, ids, positions, memory, self_mask, cache=None, training=None):
         """`ids (batch, t)` -> logits `(batch, t, vocab)`, every block's cross weights `(batch, heads,
         t, t_in)` and the new cache (or None when not stepping)."""
         x = self.embed(ids, positions, training)  # (batch, t, units)
@@ -390,7 +405,11 @@ class TransformerDecoder(_Stack):
             if cache is not None:
                 new_cache["keys"].append(layer_cache["keys"])
                 new_cache["values"].append(layer_cache["values"])
-        logits = self.logits_dense(self.dropout_layer(self.finish(x), training=training))  # (batch, t, vocab)
+        x = self.dropout_layer(self.finish(x), training=training)  # (batch, t, units)
+        if self.tie_embeddings:
+            logits = tied_logits(x, self.embedding.embeddings, self.logits_bias)  # (batch, t, vocab)
+        else:
+            logits = self.logits_dense(x)  # (batch, t, vocab)
         return logits, crosses, new_cache if cache is not None else None
 
     def step(self, token, state, memory):
@@ -414,7 +433,7 @@ class TransformerDecoder(_Stack):
 
     # -- teacher forcing --------------------------------------------------------------------------
 
-    def call(self, target_in, encoder_outputs, state=None, encoder_outputs_mask=None, training=False):
+    def call(self, target_in, encoder_outputs, state=None, encoder_outputs_mask=None, training=None):
         # 1. Every block's cross-attention keys and values; 2. all target positions at once, causally.
         crosses, logits = self._teacher_forced(target_in, encoder_outputs, encoder_outputs_mask, training)
         # 3. The attention returned: the last block's, averaged over heads.
@@ -447,10 +466,14 @@ class TransformerDecoder(_Stack):
         """The logits carry the target's padding mask; the attention carries none."""
         return ops.not_equal(inputs, 0), None
 
+    def get_config(self):
+        return {**super().get_config(), "tie_embeddings": self.tie_embeddings}
 
-def transformer_layers(source_vocab_size, target_vocab_size, units=256, **kwargs):
+
+def transformer_layers(source_vocab_size, target_vocab_size, units=256, tie_embeddings=False, **kwargs):
     """A `TransformerEncoder` and a `TransformerDecoder` with the same settings (`heads`, `ff_dim`,
-    `num_layers`, `positions`, `max_length`, `relative_clip`, `dropout`, `norm_first`):
-    `Seq2Seq(*transformer_layers(...))` is the Transformer."""
+    `num_layers`, `positions`, `max_length`, `relative_clip`, `dropout`, `norm_first`), the decoder's
+    output projection tied to its embedding if `tie_embeddings`: `Seq2Seq(*transformer_layers(...))`
+    is the Transformer."""
     return (TransformerEncoder(source_vocab_size, units, name="encoder", **kwargs),
-            TransformerDecoder(target_vocab_size, units, name="decoder", **kwargs))
+            TransformerDecoder(target_vocab_size, units, tie_embeddings=tie_embeddings, name="decoder", **kwargs))

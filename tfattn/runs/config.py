@@ -14,6 +14,7 @@ from tfattn.data.pipeline import DataConfig
 from tfattn.model import ModelConfig, without_unused
 from tfattn.search import DecodeConfig
 from tfattn.training.distributed import DistributeConfig
+from tfattn.training.precision import resolve_precision
 from tfattn.training.trainer import TrainConfig
 from tfattn.training.validation import ValidationConfig
 
@@ -80,7 +81,9 @@ class RunConfig:
     `tensorboard` is where the run writes its TensorBoard summaries: `""` for `RUN/tensorboard`,
     None for nowhere (`tfattn.training.tensorboard`). `distribute` is the `tf.distribute` strategy
     it trains under (`tfattn.training.distributed`); `data.batch_size` is the global batch's. A
-    `train.warmup_steps` of None becomes `default_warmup(model)`."""
+    `train.warmup_steps` of None becomes `default_warmup(model)`; a `train.precision` of `"auto"`
+    becomes the machine's choice (`tfattn.training.precision.auto_precision`), with
+    `train.precision_asked="auto"` to say so."""
 
     corpus: CorpusConfig = dataclasses.field(default_factory=CorpusConfig)
     source_tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
@@ -97,6 +100,8 @@ class RunConfig:
     def __post_init__(self):
         if self.train.warmup_steps is None:  # the model's own default, written into config.json
             self.train = dataclasses.replace(self.train, warmup_steps=default_warmup(self.model))
+        if self.train.precision == "auto":  # the machine's choice, written into config.json
+            self.train = dataclasses.replace(self.train, precision=resolve_precision("auto"), precision_asked="auto")
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -1,6 +1,5 @@
 """A run's checkpoint exported as a SavedModel (`tfattn export`), and translation through one."""
 
-import glob
 import os
 
 import tensorflow as tf
@@ -9,11 +8,13 @@ from tfattn import files
 from tfattn.model import make_model
 from tfattn.runs.config import RunConfig
 from tfattn.runs.directory import Run, checkpoint_present, damage_of, step_of
+from tfattn.serving.litert import export_litert
 from tfattn.serving.translator import Translator, export, non_finite_weights
 from tfattn.training.trainer import restore_weights
 
 
-def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_unknown=False, tokenizer_ops="core"):
+def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_unknown=False, tokenizer_ops="core",
+               format="savedmodel"):
     """Exports a run's best (or latest) checkpoint as a SavedModel at `out`; returns `out`.
 
     The newest checkpoint in `best/` (or, for `"latest"`, in `checkpoints/` or `best/`) that reads
@@ -22,7 +23,8 @@ def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_
     is passed over for the newest one then. A checkpoint with a weight that is not finite (a
     diverged run) is refused. `accel=False` exports the reference tier's decoding,
     `replace_unknown=True` replaces output `[UNK]`s by source tokens (see `Translator`), `tokenizer_ops`
-    chooses core or tensorflow-text ops for the tokenizers (see `tfattn.serving.translator.export`)."""
+    chooses core or tensorflow-text ops for the tokenizers (see `tfattn.serving.translator.export`);
+    `format="litert"` writes a LiteRT model instead (`tfattn.serving.litert.export_litert`)."""
     run = Run(run_dir)
     if not run.exists():
         raise FileNotFoundError(f"Not a run directory (no config.json). Received: model={run_dir!r}")
@@ -40,7 +42,10 @@ def export_run(run_dir, out, checkpoint="best", accel=None, echo=print, replace_
         echo(f"{out}: {recovered}")
     translator = Translator(model, *tokenizers, config.decode, config=config.to_dict(), accel=accel,
                             replace_unknown=replace_unknown)
-    export(translator, out, tokenizer_ops=tokenizer_ops)
+    if format == "litert":
+        export_litert(translator, out)
+    else:
+        export(translator, out, tokenizer_ops=tokenizer_ops)
     echo(f"exported step {step_of(path)} of {run_dir} ({path})")
     return out
 

@@ -31,7 +31,7 @@ from tfattn.runs.directory import Run, Terminated
 from tfattn.runs.finish import finish
 from tfattn.runs.saving import Saver, Validations
 from tfattn.training import distributed
-from tfattn.training.precision import precision_scope
+from tfattn.training.precision import auto_precision, precision_scope
 from tfattn.training.trainer import DivergedError, Trainer
 from tfattn.training.validation import Validator
 
@@ -102,7 +102,8 @@ def _set_up(run, config, resume, overrides, quiet, echo):
             config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
         strategy = _strategy(config, echo)
         tokenizers, datasets, trainer = _prepare(config, run.tokenizers() if resume else None, strategy, quiet, echo)
-        if not resume:
+        if not resume:  # once the corpus is read: a corpus refused says only that
+            _log_precision(config.train, echo)
             run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
                                                "target": tokenizers[1].get_config()})
         run.write_json("config.json", config.to_dict())
@@ -160,6 +161,12 @@ def check_replicas(config):
     d = config.distribute
     if d.strategy == "mirrored" and d.replicas is not None:
         distributed.check_replicas(d.replicas, config.data.batch_size)
+
+
+def _log_precision(train, echo):
+    """One line: the precision a new run trains in, and why when it was the machine's choice."""
+    if train.precision_asked == "auto":
+        echo(f"precision: {train.precision} (auto: {auto_precision()[1]})")
 
 
 def _strategy_name(run, config, resume, distribute):

@@ -33,6 +33,8 @@ Signature `translate_beam`, beam search with the GNMT length penalty `((5 + len)
             score           float32 [batch]       its length-normalized log-probability
             nbest_text      string  [batch, n]    all `n = beam_width` hypotheses, best first
             nbest_score     float32 [batch, n]
+            nbest_tokens    string  [batch, n, t_out]         each hypothesis' tokens, as `tokens`
+            nbest_attention float32 [batch, n, t_out, t_in]   each hypothesis' own attention
 
 Signature `translate_heads`, only for models with several heads or layers of cross-attention
 (multi-head Luong attention, the Transformer), whose `attention` is a reduction (docs/models.md):
@@ -43,14 +45,14 @@ Signature `translate_heads`, only for models with several heads or layers of cro
     (`tfattn.plot.plot_heads(out["attention_heads"][i], ...)` draws sentence `i`'s).
 
 With `replace_unknown` (a `Translator` option, saved in `tfattn_config.json`), every `[UNK]` of
-`tokens`, `text` and `nbest_text` is replaced by the source token it attends to most (see
+`tokens`, `text`, `nbest_text` and `nbest_tokens` is replaced by the source token it attends to most (see
 `tfattn.serving.alignments`).
 
 Input is truncated to the source tokenizer's `max_length` tokens (`[START]` and `[END]` included).
 Output length is limited to `min(max_length, ratio * source tokens + extra)` (see `DecodeConfig`),
 so decoding always ends. An empty batch gives empty outputs. An empty or whitespace-only text (no
 source token) gets an empty translation: `text` "", no `tokens`, zero attention rows, `length` 0
-(and `score` 0, `nbest_text` ""), not one the decoder would invent from `[START] [END]` alone.
+(and `score` 0, `nbest_text` "", no `nbest_tokens`), not one the decoder would invent from `[START] [END]` alone.
 """
 
 import contextlib
@@ -77,7 +79,7 @@ LENGTH_PENALTY = tf.TensorSpec([], tf.float32, name="length_penalty")
 BEAM_DTYPES = [(w, p) for w in (tf.int32, tf.int64) for p in (tf.float32, tf.float64)]  # what clients send
 TOKENIZER_OPS = ("core", "text")
 OUTPUTS = ("text", "tokens", "input_tokens", "attention", "length")
-BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score")
+BEAM_OUTPUTS = OUTPUTS + ("score", "nbest_text", "nbest_score", "nbest_tokens", "nbest_attention")
 HEADS_OUTPUTS = OUTPUTS + ("attention_heads",)
 TEXT_OUTPUTS = ("text",)
 
@@ -232,16 +234,18 @@ class Translator(tf.Module):
             shape = tf.shape(ids)
             flat = tf.reshape(ids, [-1, shape[2]])  # (batch * n, t_out)
             nbest = tf.reshape(self.target_tokenizer.detokenize(flat), shape[:2])  # (batch, n)
-            tokens = self.target_tokenizer.ids_to_tokens(ids[:, 0])
+            tokens = tf.reshape(self.target_tokenizer.ids_to_tokens(flat), shape)  # (batch, n, t_out)
         return {
             "text": nbest[:, 0],  # the best of each sentence
-            "tokens": tokens,
+            "tokens": tokens[:, 0],
             "input_tokens": input_tokens,
             "attention": out["attention"][:, 0],
             "length": out["length"][:, 0],
             "score": out["scores"][:, 0],
             "nbest_text": nbest,
             "nbest_score": out["scores"],
+            "nbest_tokens": tokens,
+            "nbest_attention": out["attention"],  # (batch, n, t_out, t_in)
         }
 
     def _text_and_tokens(self, ids, attention, input_tokens):
@@ -254,14 +258,14 @@ class Translator(tf.Module):
         return self.target_tokenizer.detokenize_tokens(tokens), tokens
 
     def _nbest_replaced(self, ids, attention, input_tokens):
-        """Beam ids `(batch, n, t_out)` -> all texts `(batch, n)` and the best's tokens `(batch, t_out)`,
+        """Beam ids `(batch, n, t_out)` -> all texts `(batch, n)` and tokens `(batch, n, t_out)`,
         `[UNK]` replaced in every hypothesis (by its own attention `(batch, n, t_out, t_in)`)."""
         shape, t_in = tf.shape(ids), tf.shape(attention)[3]
         text, tokens = self._text_and_tokens(
             tf.reshape(ids, [-1, shape[2]]),  # (batch * n, t_out)
             tf.reshape(attention, [-1, shape[2], t_in]),  # (batch * n, t_out, t_in)
             tf.repeat(input_tokens, shape[1], axis=0))  # (batch * n, t_in)
-        return tf.reshape(text, shape[:2]), tf.reshape(tokens, shape)[:, 0]
+        return tf.reshape(text, shape[:2]), tf.reshape(tokens, shape)
 
     def __call__(self, texts):
         """Greedy translation of a batch of texts (see `as_batch`); returns the outputs as NumPy arrays."""
@@ -277,8 +281,8 @@ class Translator(tf.Module):
 
 def blank_empty_sources(out):
     """Outputs -> the same, with an empty translation for each sentence without a source token (an
-    empty or whitespace-only text): empty `text` and `nbest_text`, no `tokens` or attention rows,
-    `length` 0, scores 0. `tokens` and `attention` are cut to the longest translation left. Works on
+    empty or whitespace-only text): empty `text` and `nbest_text`, no `tokens` (`nbest_tokens`) or
+    attention rows, `length` 0, scores 0. Tokens and attention are cut to the longest translation left. Works on
     the signatures' outputs in a graph and eagerly (`tfattn translate` applies it to older exports).
     Of the outputs, only `input_tokens` must be there (`translate_text` has no `tokens` or attention)."""
     blank = tf.reduce_sum(tf.cast(out["input_tokens"] != "", tf.int32), axis=1) <= 2  # only [START] [END]
@@ -291,6 +295,10 @@ def blank_empty_sources(out):
         if "attention_heads" in out:  # (batch, layers, heads, t_out, t_in)
             result["attention_heads"] = tf.where(blank[:, None, None, None, None], 0.0,
                                                  out["attention_heads"])[:, :, :, :width]
+        if "nbest_tokens" in out:  # (batch, n, t_out) and (batch, n, t_out, t_in)
+            result["nbest_tokens"] = tf.where(blank[:, None, None], "", out["nbest_tokens"])[:, :, :width]
+            result["nbest_attention"] = tf.where(blank[:, None, None, None], 0.0,
+                                                 out["nbest_attention"])[:, :, :width]
     for name, value in {"text": "", "score": 0.0, "nbest_text": "", "nbest_score": 0.0}.items():
         if name in out:
             mask = blank if name in ("text", "score") else blank[:, None]
@@ -318,10 +326,10 @@ def as_batch(texts):
 
 
 EMPTY_RANKS = {"text": 1, "tokens": 2, "input_tokens": 2, "attention": 3, "length": 1, "score": 1,
-               "nbest_text": 2, "nbest_score": 2, "attention_heads": 5}
+               "nbest_text": 2, "nbest_score": 2, "nbest_tokens": 3, "nbest_attention": 4, "attention_heads": 5}
 EMPTY_DTYPES = {"text": tf.string, "tokens": tf.string, "input_tokens": tf.string, "attention": tf.float32,
                 "length": tf.int32, "score": tf.float32, "nbest_text": tf.string, "nbest_score": tf.float32,
-                "attention_heads": tf.float32}
+                "nbest_tokens": tf.string, "nbest_attention": tf.float32, "attention_heads": tf.float32}
 
 
 def export(translator, path, tokenizer_ops="core"):

@@ -326,7 +326,7 @@ def check_model(model, strategy, precision):
                          "under a strategy in float32 or mixed_bfloat16. Received: precision='mixed_float16'")
 
 
-def make_distributed_step(strategy, model, optimizer, clip_norm=5.0, accel=False):
+def make_distributed_step(strategy, model, optimizer, clip_norm=5.0, accel=False, label_smoothing=0.0):
     """Returns `train_step(source, target)` for batches of `strategy.experimental_distribute_dataset`:
     one update on the global batch, as `tfattn.training.step.make_train_step`'s on one device.
 
@@ -335,6 +335,7 @@ def make_distributed_step(strategy, model, optimizer, clip_norm=5.0, accel=False
         model: a `Seq2Seq` model. optimizer: from `make_optimizer(..., summed=True)`, made in the scope.
         clip_norm: float or None. The summed gradient is clipped to this global norm.
         accel: bool. The fast tier's forward pass and loss (chosen by `tfattn.accel.seq2seq.choose`).
+        label_smoothing: float. The loss's label smoothing (`tfattn.core.masked_loss`). Defaults to `0.0`.
 
     Returns:
         A function returning the global batch's `{"loss", "accuracy", "tokens", "slots", "grad_norm",
@@ -348,7 +349,8 @@ def make_distributed_step(strategy, model, optimizer, clip_norm=5.0, accel=False
 
     @tf.function(reduce_retracing=True)
     def train_step(source, target):
-        grads, out = strategy.run(replica_step, args=(model, optimizer, source, target, clip_norm, accel))
+        grads, out = strategy.run(replica_step, args=(model, optimizer, source, target, clip_norm, accel,
+                                                               label_smoothing))
         out = {name: strategy.experimental_local_results(value)[0] for name, value in out.items()}  # all alike
 
         def update():  # here, not in the replicas: a `cond` there may not hold the optimizer's merge_call
@@ -361,14 +363,14 @@ def make_distributed_step(strategy, model, optimizer, clip_norm=5.0, accel=False
     return train_step
 
 
-def replica_step(model, optimizer, source, target, clip_norm, accel):
+def replica_step(model, optimizer, source, target, clip_norm, accel, label_smoothing=0.0):
     """One replica's part of a step (steps 1 to 4 of the module's docstring): `(grads, out)`, the
     global batch's clipped gradients and its metrics, the same on every replica."""
     context = tf.distribute.get_replica_context()
     target_out = target[:, 1:]  # (batch, t_out), this replica's rows
     count = context.all_reduce(SUM, tf.cast(tf.math.count_nonzero(target_out), tf.float32))
     with own_draws(model, context), tf.GradientTape() as tape:
-        logits, loss = forward_and_loss(model, source, target, training=True, accel=accel, count=count)
+        logits, loss = forward_and_loss(model, source, target, True, accel, count, label_smoothing)
     grads = dense_gradients(tape.gradient(loss, model.trainable_variables))
     accuracy = metrics(target, logits, loss, accel, count)["accuracy"]  # this replica's share too
     slots = tf.cast(tf.size(target_out), tf.float32)

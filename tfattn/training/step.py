@@ -60,19 +60,19 @@ def keras_tier(model):
     return fast.choose(None, model, model.dtype_policy.name)
 
 
-def forward_and_loss(model, source, target, training, accel, count=None):
+def forward_and_loss(model, source, target, training, accel, count=None, label_smoothing=0.0):
     """Teacher-forced logits `(batch, t_out, vocab)` and the masked loss of one batch (divided by
-    `count` tokens if given: a replica's share of the global batch's loss, see `masked_loss`), on
-    the tier chosen (`accel`, a bool)."""
+    `count` tokens if given: a replica's share of the global batch's loss, see `masked_loss`;
+    label-smoothed by `label_smoothing`), on the tier chosen (`accel`, a bool)."""
     target_in, target_out = target[:, :-1], target[:, 1:]  # (batch, t_out) each
     if accel:
         logits, _ = fast.forward(model, source, target_in, training=training)
-        return logits, fast.masked_loss(target_out, logits, count)
+        return logits, fast.masked_loss(target_out, logits, count, label_smoothing)
     logits, _ = model((source, target_in), training=training)
-    return logits, masked_loss(target_out, logits, count)
+    return logits, masked_loss(target_out, logits, count, label_smoothing)
 
 
-def make_train_step(model, optimizer, clip_norm=5.0, accel=None, jit_compile=False):
+def make_train_step(model, optimizer, clip_norm=5.0, accel=None, jit_compile=False, label_smoothing=0.0):
     """Returns `train_step(source, target) -> {"loss", "accuracy", "tokens", "grad_norm", "finite"}`.
 
     Args:
@@ -87,12 +87,14 @@ def make_train_step(model, optimizer, clip_norm=5.0, accel=None, jit_compile=Fal
             step is traced per shape too (every shape static, as the reference tier's layers need
             under XLA); pad batches to a multiple of a few tokens (`DataConfig.pad_to_multiple`)
             to keep the shapes few.
+        label_smoothing: float. The training loss's label smoothing (`tfattn.core.masked_loss`; the
+            step's `loss` output is that smoothed loss). Defaults to `0.0`.
     """
     accel = fast.choose(accel, model, ensure_built(model).dtype_policy.name)
-    return train_step_on(model, optimizer, accel, clip_norm, jit_compile)
+    return train_step_on(model, optimizer, accel, clip_norm, jit_compile, label_smoothing)
 
 
-def train_step_on(model, optimizer, accel, clip_norm=5.0, jit_compile=False):
+def train_step_on(model, optimizer, accel, clip_norm=5.0, jit_compile=False, label_smoothing=0.0):
     """`make_train_step` on a tier chosen already (`accel`, a bool): what the `Trainer` makes, having
     chosen its tier once."""
     build(model, optimizer)
@@ -100,16 +102,16 @@ def train_step_on(model, optimizer, accel, clip_norm=5.0, jit_compile=False):
 
     @tf.function(input_signature=signature, jit_compile=jit_compile)
     def train_step(source, target):
-        return train_update(model, optimizer, source, target, clip_norm, accel)
+        return train_update(model, optimizer, source, target, clip_norm, accel, label_smoothing)
 
     return train_step
 
 
-def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
+def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False, label_smoothing=0.0):
     """One teacher-forced update of `model` on a batch (call it inside a `tf.function`), on the tier
     chosen (`accel`, a bool).
 
-    1. The forward pass and the float32 loss, recorded (the loss scaled by a `LossScaleOptimizer`);
+    1. The forward pass and the float32 loss (label-smoothed by `label_smoothing`), recorded (the loss scaled by a `LossScaleOptimizer`);
     2. the gradients, unscaled in the norm and clipped to `clip_norm`; 3. the update, skipped when
     the loss is not finite, or, without loss scaling, the gradient (a `LossScaleOptimizer` skips
     a non-finite gradient itself, and lowers its scale).
@@ -119,7 +121,7 @@ def train_update(model, optimizer, source, target, clip_norm=5.0, accel=False):
         target tokens, and a bool scalar that is `False` when the update was skipped.
     """
     with tf.GradientTape() as tape:
-        logits, loss = forward_and_loss(model, source, target, training=True, accel=accel)
+        logits, loss = forward_and_loss(model, source, target, True, accel, label_smoothing=label_smoothing)
         scaled_loss = optimizer.scale_loss(loss)
     variables = model.trainable_variables  # after the forward pass, which builds a model that was not
     if not optimizer.built:  # (under Keras' fit), and before the `cond`, where no variable can be made
@@ -159,7 +161,8 @@ def clip_and_check(optimizer, loss, grads, clip_norm):
 
 
 def make_eval_step(model, accel=None):
-    """Returns `eval_step(source, target) -> {"loss", "accuracy", "tokens"}` (teacher-forced, no update),
+    """Returns `eval_step(source, target) -> {"loss", "accuracy", "tokens"}` (teacher-forced, no update;
+    the loss is the plain negative log-likelihood, never label-smoothed: perplexity is its exp),
     on the tier `tfattn.accel.seq2seq.choose` gives for `accel` and the model (as `make_train_step`)."""
     return eval_step_on(model, fast.choose(accel, model, ensure_built(model).dtype_policy.name))
 

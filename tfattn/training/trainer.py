@@ -11,7 +11,7 @@ import keras
 import tensorflow as tf
 
 from tfattn.accel import seq2seq as fast
-from tfattn.core import ensure_built
+from tfattn.core import check_label_smoothing, ensure_built
 from tfattn.training import distributed
 from tfattn.training.precision import check_precision
 from tfattn.training.schedules import SCHEDULES
@@ -46,8 +46,12 @@ class TrainConfig:
         schedule: after the warm-up, `"cosine"` (down to 1% over `decay_steps`; constant without
             them), `"constant"` or `"inverse_sqrt"` (`tfattn.training.schedules`).
         precision: `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`: the Keras dtype policy the
-            model was made under (`tfattn.training.precision`); mixed policies train on the
-            reference tier (`tfattn.accel.seq2seq.choose`), float16 with loss scaling.
+            model was made under (`tfattn.training.precision`); float16 trains on the reference tier
+            (`tfattn.accel.seq2seq.choose`), with loss scaling. `"auto"` (the default): a `Trainer`
+            takes the model's own policy; a run picks one by the machine first
+            (`tfattn.training.precision.AUTO`: bfloat16 where the hardware computes it fast).
+        precision_asked: what was asked when `precision` was resolved from `"auto"` (`"auto"`),
+            so that a run's config.json says it; None when `precision` was given as it is.
         max_nonfinite: a step whose loss is not finite is skipped (no update) and counted; this many
             in a row stop the run (`DivergedError`), checked every `log_every` steps and at each
             epoch's end.
@@ -56,6 +60,10 @@ class TrainConfig:
             seed give the same losses, at some cost in speed.
         jit_compile: compile the train step with XLA (`make_train_step`), once per batch shape:
             pair it with `DataConfig.pad_to_multiple`.
+        label_smoothing: the training loss's label smoothing (`tfattn.core.masked_loss`; Vaswani et
+            al. 2017 use 0.1): the training `loss` reported is that smoothed loss, while validation
+            (`val_loss`, and perplexity, its exp) is always the plain negative log-likelihood, so
+            that runs with and without smoothing compare. 0 (the default) trains on the plain loss.
     """
 
     learning_rate: float = 1e-3
@@ -70,10 +78,12 @@ class TrainConfig:
     log_every: int = 20
     warmup_steps: int | None = None
     schedule: str = "cosine"
-    precision: str = "float32"
+    precision: str = "auto"
+    precision_asked: str | None = None
     max_nonfinite: int = 5
     deterministic: bool = False
     jit_compile: bool = False
+    label_smoothing: float = 0.0
 
     def __post_init__(self):
         if not self.learning_rate > 0:
@@ -89,6 +99,7 @@ class TrainConfig:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}. Received: schedule={self.schedule!r}")
         check_precision(self.precision)
+        check_label_smoothing(self.label_smoothing)
         if not isinstance(self.max_nonfinite, int) or self.max_nonfinite < 1:
             raise ValueError(f"max_nonfinite must be an int >= 1. Received: max_nonfinite={self.max_nonfinite!r}")
 
@@ -207,8 +218,12 @@ class Trainer:
         self.model = model
         config = config or TrainConfig()
         self.strategy = strategy or (tf.distribute.get_strategy() if tf.distribute.has_strategy() else None)
+        if self.strategy is not None and config.jit_compile:
+            raise ValueError("jit_compile (--jit-compile) trains on one device: it does not combine with a "
+                             f"tf.distribute strategy. Received: strategy={type(self.strategy).__name__}")
         with distributed.scope(self.strategy):  # a model not built yet makes its weights there
             ensure_built(model)
+        config = _resolved_precision(config, model)
         if self.strategy is not None:
             distributed.check_model(model, self.strategy, config.precision)
         _check_policy(model, config.precision)
@@ -238,15 +253,13 @@ class Trainer:
         accel, clip_norm = self.config.accel, self.config.clip_norm
         if self.strategy is None:
             self.optimizer = make_optimizer(self.config, accel)
-            self.train_step = train_step_on(self.model, self.optimizer, accel, clip_norm, self.config.jit_compile)
-        elif self.config.jit_compile:
-            raise ValueError("jit_compile (--jit-compile) trains on one device: it does not combine with a "
-                             f"tf.distribute strategy. Received: strategy={type(self.strategy).__name__}")
+            self.train_step = train_step_on(self.model, self.optimizer, accel, clip_norm, self.config.jit_compile,
+                                            self.config.label_smoothing)
         else:
             with self.strategy.scope():
                 self.optimizer = make_optimizer(self.config, accel, summed=True)
             self.train_step = distributed.make_distributed_step(self.strategy, self.model, self.optimizer,
-                                                                clip_norm, accel)
+                                                                clip_norm, accel, self.config.label_smoothing)
         self.eval_step = eval_step_on(self.model, accel)
         self._chief = distributed.chief_values(self.strategy)  # the chief's clock and decisions
         self._chief_seconds = 0.0  # the chief's seconds of this `fit`, as the last step brought them
@@ -456,6 +469,15 @@ class Trainer:
         self.epoch_sums.assign_add(epoch)
         self._interval.assign_add(interval)
         self.nonfinite.assign([total, row, longest])
+
+
+def _resolved_precision(config, model):
+    """`config` with a `precision` of `"auto"` made the model's own dtype policy (a Trainer trains the
+    model it is given: the machine's choice is made before the model, `tfattn.runs`)."""
+    if config.precision != "auto":
+        return config
+    policy = ensure_built(model).dtype_policy.name
+    return dataclasses.replace(config, precision=check_precision(policy, auto=False), precision_asked="auto")
 
 
 def _check_policy(model, precision):

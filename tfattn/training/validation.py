@@ -15,8 +15,7 @@ import dataclasses
 import keras
 import tensorflow as tf
 
-from tfattn import evaluate
-from tfattn.search import Greedy, decode
+from tfattn.training.callbacks import TranslationMetrics
 from tfattn.training.trainer import evaluate_loss
 
 BEST_BY = ("loss", "bleu")
@@ -70,15 +69,12 @@ def score_of(logs, best_by):
     return logs["val_bleu"] if best_by == "bleu" else -logs["val_loss"]
 
 
-def fixed_sample(pairs, size):
-    """`size` pairs spread evenly over `pairs` (all of them if there are fewer), in their order."""
-    if size >= len(pairs):
-        return list(pairs)
-    return [pairs[i * len(pairs) // size] for i in range(size)]
-
-
 class Validator:
     """Validates a model: `validator(trainer)` returns `{"val_loss", "val_accuracy", "val_bleu", "val_chrf"}`.
+
+    The loss comes from the trainer's eval step; BLEU and chrF from a
+    `tfattn.training.callbacks.TranslationMetrics` (`metrics`), the callback `model.fit` users give
+    Keras, so that both score the same way.
 
     Args:
         model: the `Seq2Seq` model being trained.
@@ -87,7 +83,7 @@ class Validator:
         pairs: the validation split's `(source, reference)` texts; `sample` of them are translated.
         tokenizers: `(source, target)` tokenizers.
         decode_config: `DecodeConfig` of the greedy translations.
-        sample: int. Sentences translated. Defaults to 200.
+        sample: int. Sentences translated (0: none, no BLEU). Defaults to 200.
         accel: bool. The tier that decodes (the trainer's). Defaults to `False`.
         batch_size: int. Sentences decoded at a time. Defaults to 64.
 
@@ -98,37 +94,25 @@ class Validator:
     def __init__(self, model, eval_step, dataset, pairs, tokenizers, decode_config, sample=200, accel=False,
                  batch_size=64):
         self.model, self.eval_step, self.dataset = model, eval_step, dataset
-        self.pairs = fixed_sample(pairs, sample) if sample else []
-        self.source_tokenizer, self.target_tokenizer = tokenizers
-        self.batch_size, self.last = batch_size, None
-        signature = [tf.TensorSpec([None], tf.string)]
-        self._translate = tf.function(lambda text: self._greedy(text, decode_config, accel), input_signature=signature)
+        self.metrics = None
+        if sample and pairs:
+            self.metrics = TranslationMetrics(pairs, *tokenizers, decode_config, sample=sample,
+                                              batch_size=batch_size, accel=accel, model=model)
+        self.pairs = self.metrics.pairs if self.metrics else []
 
-    def _greedy(self, text, decode_config, accel):
-        input_tokens, source = self.source_tokenizer.tokens_and_ids(text)  # (batch, t_in)
-        out = decode(self.model, source, Greedy(), decode_config, accel)
-        return {"text": self.target_tokenizer.detokenize(out["ids"]), "attention": out["attention"],
-                "input_tokens": input_tokens, "output_tokens": self.target_tokenizer.ids_to_tokens(out["ids"])}
+    @property
+    def last(self):
+        return self.metrics.last if self.metrics else None
 
     def __call__(self, trainer=None):
         logs = {f"val_{k}": v for k, v in evaluate_loss(self.eval_step, self.dataset).items()}
-        if self.pairs:
-            self.last = self.translate([s for s, _ in self.pairs])
-            self.last["references"] = [t for _, t in self.pairs]
-            scores = evaluate.score(self.last["hypotheses"], self.last["references"])
-            logs.update(val_bleu=scores["bleu"], val_chrf=scores["chrf"])
+        if self.metrics:
+            logs.update(self.metrics.scores())
         return logs
 
     def translate(self, sources):
         """Greedy translations of a list of str, with their attention and tokens (see `last`)."""
-        last = {"sources": list(sources), "hypotheses": [], "attention": [], "input_tokens": [], "output_tokens": []}
-        for i in range(0, len(sources), self.batch_size):
-            out = self._translate(tf.constant(sources[i : i + self.batch_size]))
-            last["hypotheses"] += [t.decode("utf-8") for t in out["text"].numpy()]
-            last["attention"] += list(out["attention"].numpy())
-            last["input_tokens"] += [[t.decode("utf-8") for t in row] for row in out["input_tokens"].numpy()]
-            last["output_tokens"] += [[t.decode("utf-8") for t in row] for row in out["output_tokens"].numpy()]
-        return last
+        return self.metrics.translate(sources)
 
 
 def average_weights(model, paths):
