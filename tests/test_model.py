@@ -26,7 +26,8 @@ MASK = SOURCE != 0
 
 
 def tiny_config(**overrides):
-    return ModelConfig(**{"embedding_dim": EMB, "units": UNITS, **overrides})
+    sizes = {"units": UNITS} if overrides.get("attention") == "transformer" else {"embedding_dim": EMB, "units": UNITS}
+    return ModelConfig(**{**sizes, **overrides})  # (the Transformer's embeddings are units wide: it takes no other)
 
 
 # -- config round trip for every public class -------------------------------------------------------
