@@ -41,7 +41,10 @@ def to_numpy(x):
 def transformer(positions="sinusoidal", max_length=8, seed=0, **kwargs):
     keras.utils.set_random_seed(seed)
     settings = {**SMALL, **clip(positions), **kwargs}
-    model = Seq2Seq(*transformer_layers(30, 20, positions=positions, max_length=max_length, **settings))
+    encoder, decoder = transformer_layers(30, 20, positions=positions, max_length=max_length, **settings)
+    if max_length < SOURCE.shape[1]:  # the encoder covers SOURCE: learned positions past max_length are refused
+        encoder = transformer_layers(30, 20, positions=positions, max_length=SOURCE.shape[1], **settings)[0]
+    model = Seq2Seq(encoder, decoder)
     model((SOURCE, TARGET_IN))
     return model
 
@@ -392,3 +395,13 @@ class KerasHarness(testing.TestCase):
                             input_shape={"target_in_shape": (2, 5), "encoder_outputs_shape": (2, 6, 8)},
                             input_dtype={"target_in_shape": "int32", "encoder_outputs_shape": "float32"},
                             expected_output_shape=((2, 5, 20), (2, 5, 6)), run_training_check=False)
+
+
+def test_learned_positions_past_max_length_are_refused_by_the_encoder():
+    from tfattn.layers.transformer import TransformerEncoder
+
+    encoder = TransformerEncoder(vocab_size=10, units=8, heads=2, positions="learned", max_length=4)
+    encoder(np.ones((1, 4), "int32"))  # as long as max_length: taken
+    with pytest.raises(ValueError, match=r"has learned position vectors for max_length=4 steps and was given 6: .*"
+                                         r"Received: ids.shape=\(1, 6\)"):
+        encoder(np.ones((1, 6), "int32"))

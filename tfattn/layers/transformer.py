@@ -203,9 +203,14 @@ class _Stack(keras.layers.Layer):
 
     def embed(self, ids, positions, training=None):
         """`ids (batch, t)` at `positions (batch or 1, t)` -> `E[ids] * sqrt(units)` + positions."""
+        t = ids.shape[1]
+        if self.positions == "learned" and t is not None and t > self.max_length:
+            raise ValueError(f"{self.name} has learned position vectors for max_length={self.max_length} steps and "
+                             f"was given {t}: give it a larger max_length, or other positions. Received: "
+                             f"ids.shape={tuple(ids.shape)}")
         x = self.embedding(ids) * ops.cast(math.sqrt(self.units), self.compute_dtype)  # (batch, t, units)
         if self.position_layer is not None:
-            if self.positions == "learned":  # a step past max_length reuses the last vector
+            if self.positions == "learned":  # (a length only known when the graph runs: the last vector)
                 positions = ops.minimum(positions, self.max_length - 1)
             x = self.position_layer(x, positions=positions)
         return self.dropout_layer(x, training=training)
