@@ -92,7 +92,7 @@ def test_demo_trains_exports_reloads_and_reports(tmp_path):
     assert summary["export"] == str(tmp_path / "dates-bahdanau")
     assert os.path.exists(os.path.join(summary["export"], "saved_model.pb"))
     assert os.path.getsize(summary["plot"]) > 0
-    assert len(result.stdout.strip().splitlines()) == 1  # --quiet: the JSON alone (tests/test_demo.py)
+    assert len(result.stdout.strip().splitlines()) == 1 + 5  # five example translations, then the JSON
 
 
 @pytest.mark.parametrize("flag, value, message", [

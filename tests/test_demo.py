@@ -127,7 +127,8 @@ def test_quiet_prints_the_json_alone(dates_translator, tmp_path, monkeypatch, ca
     config = demo.DemoConfig(n_test=8, out_dir=str(tmp_path))
     _, test_pairs = dates.make_corpus(40, config.n_test, seed=0)
     monkeypatch.setattr(demo, "train_translator", lambda config, quiet: (dates_translator, test_pairs,
-                                                                         {"seconds": 1.0, "loss": [1.0]}))
+                                                                         {"seconds": 1.0, "loss": [1.0], "validation": [],
+                                                                          "steps": 1, "stopped": "step cap 1 reached"}))
     demo.main(config, quiet=quiet)
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == examples + 1 and " -> " not in lines[-1]

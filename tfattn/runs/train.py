@@ -175,7 +175,7 @@ def _strategy_name(run, config, resume, distribute):
         return distribute.strategy
     if resume and run.exists():
         return read_run_config(run.path("config.json")).distribute.strategy
-    return config.distribute.strategy
+    return "default" if config is None else config.distribute.strategy  # (None: a resume of no run, refused next)
 
 
 def _prepare(config, tokenizers, strategy, quiet, echo):
