@@ -118,7 +118,8 @@ def model_config(args):
     if args.model:
         fields = KINDS[args.model]
     else:
-        fields = dict(attention=args.attention, score=args.score, input_feeding=args.input_feeding)
+        luong = {"score": args.score, "input_feeding": args.input_feeding} if args.attention == "luong" else {}
+        fields = dict(attention=args.attention, **luong)  # (ModelConfig refuses Luong's options on other kinds)
     return recipe_model(fields, args.dropout, _run_settings(args).get("size", 256))
 
 
@@ -130,7 +131,8 @@ def _run_settings(args):
 def recipe_model(fields, dropout, size=256):
     """The `ModelConfig` of a kind's `fields` in this recipe: embeddings and units of `size`, sentences of
     at most 40 tokens. bench/reproduce.py trains its models with it too."""
-    return ModelConfig(**fields, embedding_dim=size, units=size, dropout=dropout, max_source_length=40,
+    embedding = {} if fields.get("attention") == "transformer" else {"embedding_dim": size}  # its own is units
+    return ModelConfig(**fields, **embedding, units=size, dropout=dropout, max_source_length=40,
                        max_target_length=40)
 
 

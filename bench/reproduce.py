@@ -31,7 +31,9 @@ takes finished runs from DIR/CORPUS/KIND/run or from bench/quality.py's layout D
 `--out DIR/KIND`), when the run's corpus and the kind's model fields match. `--kinds` picks kinds
 from either grid, so that any of Table 4's cells can be added to, or left out of, a run.
 
-Prints one JSON object (also written to OUT/reproduce.json), writes the figures as PNG to
+The paths it needs (each corpus's files, `--out`, `--figures`) are checked before anything is
+trained, each problem one line. Prints one JSON object (also written to OUT/reproduce.json after
+each corpus, so that the scores so far outlive a later failure), writes the figures as PNG to
 `--figures` (`--figures docs` for docs/reproduction.md) and the tables as Markdown, laid out as in
 docs/reproduction.md, to OUT/tables.md. TensorFlow and the package are imported inside the functions
 that use them, so that the helpers are tested without TensorFlow (tests/test_bench_reproduce.py).
@@ -49,6 +51,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))  # quality, spa and machine, imported where used
@@ -208,7 +211,8 @@ def kinds_of(args):
 def budget_of(args):
     """The `Budget` of the command line: `TINY` or the default, with `--steps` and `--every` over it."""
     base = TINY if args.tiny else Budget()
-    return dataclasses.replace(base, steps=args.steps or base.steps, every=args.every or base.every)
+    return dataclasses.replace(base, steps=base.steps if args.steps is None else args.steps,
+                               every=base.every if args.every is None else args.every)
 
 
 # -- how long a grid takes -----------------------------------------------------------------------------
@@ -415,15 +419,58 @@ def names(choices):
     return parse
 
 
+def positive_int(text):
+    """An argparse type: an int >= 1 (0 is refused, never taken for the default)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1. Received: {text!r}")
+    return value
+
+
+def path_problem(args):
+    """One line saying what of the paths this invocation needs is wrong, or None: each corpus's files
+    missing, `--out` or `--figures` a file (or under one) or not writable. Checked before any
+    training, so that nothing is trained or scored for an output that cannot be written. Makes the
+    two directories (they would be made anyway)."""
+    for corpus in args.corpora:
+        missing = [path for path in corpus_files(corpus) if not os.path.isfile(path)]
+        if missing:
+            others = " among others" if len(missing) > 1 else ""
+            return (f"the {corpus} corpus is missing ({missing[0]} is not a file{others}): put it under {DATA} or leave {corpus} out with --corpora. Received: --corpora "
+                    f"{','.join(args.corpora)}")
+    for flag, directory in (("--out", args.out), ("--figures", args.figures)):
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with tempfile.TemporaryFile(dir=directory):
+                pass
+        except OSError as error:
+            reason = "it is a file" if os.path.isfile(directory) else (error.strerror or str(error))
+            return f"{flag} {directory} is not a directory this script can write: {reason}. Received: {flag} {directory}"
+    return None
+
+
+def corpus_files(corpus):
+    """The files `corpus` of `CORPORA` is read from."""
+    fields = CORPORA[corpus]
+    if fields.get("format") != "parallel":
+        return [fields["corpus"]]
+    return [os.path.join(fields["corpus"], f"{split}.{lang}") for split in fields["splits"]
+            for lang in (fields["source_lang"], fields["target_lang"])]
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true",
                         help=f"the full grid: {', '.join(CORPORA)} and all of Table 4's cells, about {FULL_DURATION} "
                              f"on 2 cores (default: {', '.join(DEFAULT_CORPORA)} and {len(DEFAULT_CELLS)} cells, about "
                              f"{DEFAULT_DURATION})")
-    parser.add_argument("--steps", type=int, help=f"training steps per model (default {STEPS:,}; --tiny: {TINY.steps})")
-    parser.add_argument("--every", type=int, help=f"steps between validations (default {EVERY}); --steps must be a "
-                                                  f"multiple of it")
+    parser.add_argument("--steps", type=positive_int,
+                        help=f"training steps per model (default {STEPS:,}; --tiny: {TINY.steps})")
+    parser.add_argument("--every", type=positive_int,
+                        help=f"steps between validations (default {EVERY}); --steps must be a multiple of it")
     parser.add_argument("--corpora", type=names(tuple(CORPORA)),
                         help=f"default {','.join(DEFAULT_CORPORA)}; --full and --tiny: {','.join(CORPORA)}")
     parser.add_argument("--parts", type=names(PARTS), default=list(PARTS))
@@ -626,6 +673,9 @@ def reproduce(corpus, kinds, budget, args):
 
 def main():
     args = parse_args()
+    problem = path_problem(args)
+    if problem:  # before anything is trained
+        sys.exit(f"reproduce.py: error: {problem}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from machine import matmul_gflops
     from tfattn import files
@@ -642,13 +692,13 @@ def main():
     if estimate is not None:
         echo(f"{len(kinds)} models on {', '.join(args.corpora)}, {budget.steps:,} steps each: about "
              f"{duration_text(estimate)} on 2 cores (a run found in {args.out} or --reuse is only scored)")
+    result["tables"] = os.path.join(args.out, "tables.md")
     for corpus in args.corpora:
         result["corpora"][corpus] = reproduce(corpus, kinds, budget, args)
-    os.makedirs(args.out, exist_ok=True)
-    result["tables"] = os.path.join(args.out, "tables.md")
-    with open(result["tables"], "w", encoding="utf-8") as f:
-        f.write(markdown(result))
-    files.write_json(os.path.join(args.out, "reproduce.json"), result)
+        # After each corpus, so that the scores so far outlive a failure with the next one.
+        files.write_json(os.path.join(args.out, "reproduce.json"), result)
+        with open(result["tables"], "w", encoding="utf-8") as f:
+            f.write(markdown(result))
     print(files.strict_json(result, ensure_ascii=False))
 
 

@@ -46,8 +46,9 @@ def events(run, kind):
 
 # The child stops itself (SIGSTOP) at the point given as `step:STEP` (right after training step STEP
 # and its checkpoint, if one was due), `save:STEP` (right after a checkpoint of step STEP is saved,
-# by either checkpoint manager) or `log:EVENT:STEP` (right after the line of EVENT at STEP is
-# written to log.jsonl). Continued (SIGCONT), it goes on with `then=go`; with
+# by either checkpoint manager), `log:EVENT:STEP` (right after the line of EVENT at STEP is
+# written to log.jsonl), or in the setup, before the first step, `setup:corpus` (right after the
+# corpus is read) or `setup:config` (right after config.json is written). Continued (SIGCONT), it goes on with `then=go`; with
 # `then=signal` it waits for the test's signal: SIGKILL ends it there, and a SIGINT sent before
 # SIGCONT is pending when it goes on, so its KeyboardInterrupt comes before anything else.
 STOPPING_CHILD = """
@@ -58,7 +59,7 @@ inherited = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_U
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import tensorflow as tf
 from tfattn import cli
-from tfattn.runs import directory, saving
+from tfattn.runs import directory, saving, train
 
 where, then, stopped = sys.argv.pop(1).split(":"), sys.argv.pop(1), []
 
@@ -71,6 +72,18 @@ def stop():
         sys.exit(f"continued at {where} without a signal (inherited SIGINT state: {inherited})")
 
 after_step, save, log = saving.Saver.after_step, tf.train.CheckpointManager.save, directory.Run.log
+load_splits, write_json = train.load_splits, directory.Run.write_json
+
+def corpus_then_stop(*args, **kwargs):
+    found = load_splits(*args, **kwargs)
+    if where == ["setup", "corpus"] and not stopped:
+        stop()
+    return found
+
+def write_then_stop(run, name, obj):
+    write_json(run, name, obj)
+    if where == ["setup", "config"] and name == "config.json" and not stopped:
+        stop()
 
 def step_then_stop(saver, *args):
     after_step(saver, *args)
@@ -90,12 +103,14 @@ def log_then_stop(run, **record):
 
 saving.Saver.after_step, tf.train.CheckpointManager.save, directory.Run.log = (step_then_stop, save_then_stop,
                                                                        log_then_stop)
+train.load_splits, directory.Run.write_json = corpus_then_stop, write_then_stop
 sys.exit(cli.main())
 """
 
 
 def tfattn_stopping_at(where, *args, then="signal"):
-    """`tfattn ARGS` in a child that stops at `where`: `"step:STEP"`, `"save:STEP"` or `"log:EVENT:STEP"`."""
+    """`tfattn ARGS` in a child that stops at `where`: `"step:STEP"`, `"save:STEP"`, `"log:EVENT:STEP"`,
+    `"setup:corpus"` or `"setup:config"`."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     return subprocess.Popen([sys.executable, "-c", STOPPING_CHILD, where, then, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)

@@ -19,7 +19,8 @@ TARGET_IN = np.array([[1, 7, 8, 3], [1, 5, 0, 0]])
     (dict(attention="none"), (2, 1, 1, 4, 7)),
 ])
 def test_heads_shape_and_the_documented_reduction(fields, shape):
-    model = tfattn.make_model(tfattn.ModelConfig(units=8, embedding_dim=8, **fields), 20, 30)
+    embedding = {} if fields.get("attention") == "transformer" else {"embedding_dim": 8}  # its embeddings: units
+    model = tfattn.make_model(tfattn.ModelConfig(units=8, **embedding, **fields), 20, 30)
     _, attention = model((SOURCE, TARGET_IN))
     heads = np.asarray(model.attention_heads(SOURCE, TARGET_IN))
     assert heads.shape == shape

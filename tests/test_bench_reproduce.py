@@ -89,12 +89,66 @@ def test_command_line_defaults_and_tiny():
 
 
 @pytest.mark.parametrize("argv", [["--steps", "8100"], ["--kinds", "luong,nope"], ["--corpora", "wmt14"],
-                                  ["--parts", ""]])
+                                  ["--parts", ""], ["--steps", "0"], ["--every", "0"], ["--tiny", "--steps", "0"],
+                                  ["--every", "-400"], ["--steps", "many"]])
 def test_command_line_refuses_what_it_cannot_run(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         reproduce.parse_args(argv)
     assert exit_info.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def paths_args(tmp_path, **given):
+    args = argparse.Namespace(corpora=["spa-eng"], out=str(tmp_path / "out"), figures=str(tmp_path / "figures"))
+    return argparse.Namespace(**{**vars(args), **given})
+
+
+@pytest.fixture
+def corpora(tmp_path, monkeypatch):
+    """CORPORA pointing at tmp_path: spa.txt there, Multi30k's directory holding only train.en."""
+    (tmp_path / "spa.txt").write_text("Go.\tVe.\n")
+    (tmp_path / "m30k").mkdir()
+    (tmp_path / "m30k" / "train.en").write_text("a dog\n")
+    monkeypatch.setitem(reproduce.CORPORA, "spa-eng", {"corpus": str(tmp_path / "spa.txt"), "direction": "to_english"})
+    multi30k = {**reproduce.CORPORA["multi30k"], "corpus": str(tmp_path / "m30k")}
+    monkeypatch.setitem(reproduce.CORPORA, "multi30k", multi30k)
+
+
+def test_paths_that_can_be_written_and_read_pass_and_are_made(tmp_path, corpora):
+    assert reproduce.path_problem(paths_args(tmp_path)) is None
+    assert sorted(os.listdir(tmp_path / "out")) == [] and sorted(os.listdir(tmp_path / "figures")) == []
+
+
+def test_a_missing_corpus_is_named_before_any_training(tmp_path, corpora):
+    problem = reproduce.path_problem(paths_args(tmp_path, corpora=["spa-eng", "multi30k"]))
+    assert problem.startswith(f"the multi30k corpus is missing ({tmp_path / 'm30k' / 'train.de'} is not a file "
+                              f"among others): ")
+    assert problem.endswith("or leave multi30k out with --corpora. Received: --corpora spa-eng,multi30k")
+    os.remove(tmp_path / "spa.txt")
+    assert reproduce.path_problem(paths_args(tmp_path)).startswith(
+        f"the spa-eng corpus is missing ({tmp_path / 'spa.txt'} is not a file): ")
+
+
+@pytest.mark.parametrize("flag", ["out", "figures"])
+@pytest.mark.parametrize("under", [False, True])
+def test_an_output_that_is_a_file_is_refused_before_any_training(tmp_path, corpora, flag, under):
+    (tmp_path / "F").write_text("a file")
+    path = str(tmp_path / "F" / "sub" if under else tmp_path / "F")
+    problem = reproduce.path_problem(paths_args(tmp_path, **{flag: path}))
+    assert problem.startswith(f"--{flag} {path} is not a directory this script can write: ")
+    assert problem.endswith(f"Received: --{flag} {path}")
+    assert ("it is a file" in problem) == (not under)
+    assert (tmp_path / "F").read_text() == "a file"
+
+
+def test_the_script_stops_with_one_line_before_it_trains(tmp_path):
+    (tmp_path / "F").write_text("a file")
+    done = run_script("--tiny", "--corpora", "spa-eng", "--figures", str(tmp_path / "F"), "--out", str(tmp_path / "o"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"reproduce.py: error: --figures {tmp_path / 'F'} is not a directory this script can write: it is a file. "
+        f"Received: --figures {tmp_path / 'F'}"]
+    assert os.listdir(tmp_path / "o") == []  # nothing trained
 
 
 def test_names_parses_a_comma_separated_list_of_known_names():

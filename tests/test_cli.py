@@ -184,6 +184,62 @@ def test_luong_scores_are_scaled_unless_no_scale(tmp_path):
     assert run_config(build_parser().parse_args(train + ["--no-scale"])).model.scale is False
 
 
+# -- every model flag against every kind: the table of tests/test_model.py, on the command line -----
+
+MODEL_FLAGS = {"score": ["--score", "dot"], "normalize": ["--normalize"], "scale": ["--no-scale"],
+               "local": ["--local", "p"], "window": ["--window", "3"], "hard": ["--hard"], "heads": ["--heads", "4"],
+               "input_feeding": ["--no-input-feeding"], "encoder": ["--encoder", "transformer"],
+               "positions": ["--positions", "learned"], "relative_clip": ["--relative-clip", "4"],
+               "ff_dim": ["--ff-dim", "64"], "embedding_dim": ["--embedding-dim", "32"], "rnn": ["--rnn", "lstm"],
+               "units": ["--units", "128"], "num_layers": ["--layers", "2"], "dropout": ["--dropout", "0.1"]}
+
+
+def kind_flags(fields):
+    return [item for name, value in fields.items() for item in (f"--{name.replace('_', '-')}", str(value))]
+
+
+def config_of(tmp_path, *flags):
+    """`run_config` of `tfattn train ... FLAGS`, as `main` calls it (it knows which flags were given)."""
+    from tfattn.cli import build_parser, run_config
+
+    argv = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"), *flags]
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    return run_config(args)
+
+
+@pytest.mark.parametrize("kind", ["bahdanau", "bahdanau+self-attention encoder", "luong", "luong local",
+                                  "luong multi-head", "transformer", "transformer relative", "none"])
+@pytest.mark.parametrize("option", MODEL_FLAGS)
+def test_every_model_flag_is_taken_or_refused_naming_it_and_the_model(option, kind, tmp_path):
+    from test_model import ACCEPTED, KINDS
+
+    flags = [*kind_flags(KINDS[kind]), *MODEL_FLAGS[option]]
+    if kind in ACCEPTED[option]:
+        config_of(tmp_path, *flags)
+        return
+    with pytest.raises(ValueError) as error:
+        config_of(tmp_path, *flags)
+    message = str(error.value)  # the flag (or, heads on local attention, the kind's --local: given too)
+    assert message.split(" applies to ")[0] in (MODEL_FLAGS[option][0], "--local") and "\n" not in message, message
+    assert f" only; the model is {KINDS[kind]['attention']}" in message, message
+
+
+def test_a_model_flag_given_at_its_default_value_is_refused_too(tmp_path):
+    with pytest.raises(ValueError) as error:
+        config_of(tmp_path, "--attention", "luong", "--normalize", "--window", "10", "--positions", "sinusoidal",
+                  "--ff-dim", "7", "--relative-clip", "2", "--units", "64")
+    assert str(error.value) == (
+        "--window applies to local attention (--local m or p) only; the model is luong with global attention; "
+        "--positions applies to self-attention (--attention transformer or --encoder transformer) only; the model "
+        "is luong with an RNN encoder; --relative-clip applies to relative positions (--positions relative) only; "
+        "the model is luong with an RNN encoder; --ff-dim applies to self-attention (--attention transformer or "
+        "--encoder transformer) only; the model is luong with an RNN encoder; --normalize applies to bahdanau "
+        "attention only; the model is luong. Received: --window 10 --positions sinusoidal --relative-clip 2 "
+        "--ff-dim 7 --normalize")
+    assert config_of(tmp_path, "--attention", "transformer").model.attention == "transformer"  # defaults pass
+
+
 @pytest.mark.parametrize("flags, expected", [([], None), (["--no-accel"], False)])
 def test_no_accel_exports_the_reference_tier(flags, expected):
     from tfattn.cli import build_parser
@@ -230,6 +286,8 @@ def test_no_accel_exports_the_reference_tier(flags, expected):
      "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: '0s'"),
     (["train", "--out", "r", "--time-budget", "soon"],
      "argument --time-budget: expected a duration > 0 such as 15m, 90s, 1h30m or 45 (seconds). Received: 'soon'"),
+    (["train", "--out", "r", "--dropout", "1.5"], "argument --dropout: expected a number in [0, 1). Received: '1.5'"),
+    (["train", "--out", "r", "--dropout", "nan"], "argument --dropout: expected a number in [0, 1). Received: 'nan'"),
     (["demo", "--n-test", "0"], "argument --n-test: expected an integer >= 1. Received: '0'"),
     (["demo", "--n-train", "0"], "argument --n-train: expected an integer >= 1. Received: '0'"),
     (["demo", "--max-steps", "0"], "argument --max-steps: expected an integer >= 1. Received: '0'"),
@@ -252,10 +310,13 @@ def test_the_smallest_accepted_values_reach_the_config(tmp_path):
     assert (config.source_tokenizer.max_tokens, config.source_tokenizer.max_length) == (5, 3)
     assert (config.data.batch_size, config.model.units, config.corpus.max_pairs) == (1, 2, 1)
     # One unit cannot be split between the two directions of the (default) bidirectional encoder.
-    with pytest.raises(ValueError, match="even units. Received: units=1"):
+    with pytest.raises(ValueError, match="--units must be even: .*Received: --units 1"):
         run_config(build_parser().parse_args([*flags[:-6], "--units", "1", *flags[-4:]]))
     assert (config.train.time_budget, config.train.epochs) == (90.0, 10)  # no --epochs: TrainConfig's 10
     assert build_parser().parse_args(["translate", "--model", "m", "--beam", "0"]).beam == 0
+    with pytest.raises(ValueError, match=r"^--splits takes three comma-separated names \(train, validation, test\)\. "
+                                         r"Received: --splits a,b$"):
+        run_config(build_parser().parse_args([*flags, "--splits", "a,b"]))
 
 
 def test_the_smallest_vocabulary_has_one_token_besides_the_reserved_ids():
@@ -284,7 +345,8 @@ def test_resume_refuses_flags_it_would_ignore(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "tfattn: error: --resume continues the run with its own settings (config.json); it takes only --epochs, "
-        "--time-budget, --quiet, --corpus (its corpus file, if moved), --strategy and --replicas. Received: "
+        "--time-budget, --quiet, --corpus (its corpus file, if moved), --strategy, --replicas, --worker-timeout, "
+        "--tensorboard and --no-tensorboard. Received: "
         "--format tsv --no-input-feeding --units 512"
     ]
 
@@ -421,6 +483,12 @@ def test_plot_errors_name_the_file_and_what_was_expected(capsys, tmp_path):
         (["--history", write_json(tmp_path / "eval.json", EVALUATION)],
          f"{tmp_path / 'eval.json'} is not a run's history.json (no 'loss'). "
          f"Received: --history {str(tmp_path / 'eval.json')!r}"),
+        (["--history", write_json(tmp_path / "text.json", {"loss": "abc"})],
+         f"{tmp_path / 'text.json'} is not a run's history.json: history['loss'] must be a list of numbers (null "
+         f"where not finite), one per epoch. Received: history['loss']='abc'"),
+        (["--history", write_json(tmp_path / "mixed.json", {"loss": [2.0, 1.0], "val_accuracy": [0.5, "0.7"]})],
+         f"{tmp_path / 'mixed.json'} is not a run's history.json: history['val_accuracy'] must be a list of numbers "
+         f"(null where not finite), one per epoch. Received: history['val_accuracy']=[0.5, '0.7']"),
         (["--bleu-by-length", str(tmp_path / "missing.json")],
          f"No such file: {tmp_path / 'missing.json'} (a file written by `tfattn evaluate --output` expected). "
          f"Received: --bleu-by-length {str(tmp_path / 'missing.json')!r}"),
@@ -563,3 +631,17 @@ def test_the_translate_signature_refuses_a_batch_that_is_not_one_dimensional(exp
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"(?s)text_must_be_a_batch_of_strings.*"
                                                              r"Shape of tensor text \[2,2\] is not compatible"):
         translate(text=tf.constant([["5 march 2019", "6 march 2019"], ["a", "b"]]))
+
+
+@pytest.mark.parametrize("name, value", [("beam_width", [4, 4]), ("length_penalty", [0.6, 0.6])])
+def test_the_beam_signature_refuses_a_vector_beam_width_or_length_penalty(exported_dates, name, value):
+    import tensorflow as tf
+
+    from tfattn.serving.translator import load
+
+    beam = load(exported_dates).signatures["translate_beam"]
+    inputs = {"beam_width": tf.constant(4), "length_penalty": tf.constant(0.6)}
+    inputs[name] = tf.constant(value, inputs[name].dtype)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=rf"(?s){name}_must_be_a_scalar.*"
+                                                             rf"Shape of tensor {name} \[2\] is not compatible"):
+        beam(text=tf.constant(["5 march 2019", "6 march 2019"]), **inputs)

@@ -17,15 +17,24 @@ def test_help_explains_every_kind_flag(capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--attention", "bahdanau", "--local", "p"], "local='p' with attention='bahdanau'"),
-    (["--attention", "luong", "--heads", "3", "--units", "16"], "heads=3, units=16"),
-    (["--attention", "transformer", "--hard"], "hard=True with attention='transformer'"),
-    (["--attention", "none", "--heads", "2"], "heads=2 with attention='none'"),
+    (["--attention", "bahdanau", "--local", "p"], "--local applies to luong attention with one head only; the "
+                                                  "model is bahdanau. Received: --local p"),
+    (["--attention", "luong", "--heads", "3", "--units", "16"], "--heads must divide --units (each head gets units "
+                                                                "/ heads features). Received: --heads 3, --units 16"),
+    (["--attention", "transformer", "--hard"], "--hard applies to bahdanau attention, or luong with one head only; "
+                                               "the model is transformer"),
+    (["--attention", "none", "--heads", "2"], "--heads applies to luong attention, the transformer or a "
+                                              "self-attention encoder only; the model is none with an RNN encoder"),
+    (["--units", "7"], "--units must be even: the bidirectional RNN encoder gives half of them to each direction. "
+                       "Received: --units 7"),
+    (["--best-by", "bleu", "--bleu-sample", "0"], "--best-by bleu needs a BLEU sample: --bleu-sample must be >= 1. "
+                                                  "Received: --bleu-sample 0"),
+    (["--replicas", "2"], "pass --strategy mirrored. Received: --replicas 2"),
 ])
 def test_bad_combinations_are_one_line_before_the_corpus_is_read(capsys, tmp_path, flags, message):
     missing = tmp_path / "no-such-corpus.txt"  # reading it would fail with another message
     status, out, err = run_main(capsys, "train", "--corpus", str(missing), "--out", str(tmp_path / "run"), *flags)
-    assert status != 0 and message in err and "no-such-corpus" not in err
+    assert status == 2 and message in err and "no-such-corpus" not in err and "Received: --" in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "run").exists()
 

@@ -8,6 +8,8 @@ stopped at step 400 (validation 100.0%, test 100%), Bahdanau at step 300 (valida
 trained on without the stop, both first passed 99.5% between steps 250 and 350.
 """
 
+import json
+
 import keras
 import pytest
 import tensorflow as tf
@@ -118,3 +120,16 @@ def test_the_demo_reads_99_percent_of_held_out_dates(attention, tmp_path):
         right += sum(text.decode("utf-8") == iso for text, (_, iso) in zip(out, chunk))
     assert right / len(test_pairs) >= 0.99, summary["errors_by_form"]
     assert summary["exact_match"] == round(right / len(test_pairs), 4)  # the demo reports what it got
+
+
+@pytest.mark.parametrize("quiet, examples", [(True, 0), (False, 5)])
+def test_quiet_prints_the_json_alone(dates_translator, tmp_path, monkeypatch, capsys, quiet, examples):
+    config = demo.DemoConfig(n_test=8, out_dir=str(tmp_path))
+    _, test_pairs = dates.make_corpus(40, config.n_test, seed=0)
+    monkeypatch.setattr(demo, "train_translator", lambda config, quiet: (dates_translator, test_pairs,
+                                                                         {"seconds": 1.0, "loss": [1.0], "validation": [],
+                                                                          "steps": 1, "stopped": "step cap 1 reached"}))
+    demo.main(config, quiet=quiet)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == examples + 1 and " -> " not in lines[-1]
+    assert set(json.loads(lines[-1])) >= {"exact_match", "export", "plot"}  # the summary, last

@@ -338,9 +338,9 @@ def test_the_install_cell_finds_the_missing_requirements_of_its_extras(monkeypat
     assert install["extras_missing"]() == []  # no extras: nothing of theirs is wanted
 
 
-def run_install_cell(monkeypatch, workdir, pip_fails):
-    """Runs the install cell where tfattn is absent, in `workdir`, with pip replaced by a stand-in that
-    fails (`pip_fails`) or succeeds without installing anything. Returns the pip commands it ran."""
+def run_install_cell(monkeypatch, workdir, pip_fails, notebook=NOTEBOOKS[0]):
+    """Runs `notebook`'s install cell where tfattn is absent, in `workdir`, with pip replaced by a stand-in
+    that fails (`pip_fails`) or succeeds without installing anything. Returns the pip commands it ran."""
     commands = []
 
     def pip(command, **kwargs):
@@ -351,7 +351,7 @@ def run_install_cell(monkeypatch, workdir, pip_fails):
     monkeypatch.setattr(subprocess, "run", pip)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)  # tfattn absent
     monkeypatch.chdir(workdir)
-    exec(code_cells(load(NOTEBOOKS[0]))[0].source, {})
+    exec(code_cells(load(notebook))[0].source, {})
     return commands
 
 
@@ -381,6 +381,34 @@ def test_the_install_cell_installs_a_wheel_uploaded_beside_the_notebook(monkeypa
     monkeypatch.setenv(SOURCE_SWITCH, str(tmp_path / "clone"))
     commands = run_install_cell(monkeypatch, tmp_path, pip_fails=False)
     assert commands[0][-1] == f"tfattn[plot] @ {(tmp_path / 'clone').as_uri()}"
+
+
+def test_an_empty_tfattn_source_is_unset_in_the_install_cell_and_the_data_cell(monkeypatch, tmp_path):
+    # A folder whose parent holds shared/data/spa-eng/spa.txt, as a clone's does: were "" taken for the
+    # current folder, the data cell would read that file and the install cell install the folder.
+    spa = tmp_path / "shared" / "data" / "spa-eng" / "spa.txt"
+    spa.parent.mkdir(parents=True)
+    spa.write_text("Go.\tVe.\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "tfattn-0.1.0-py3-none-any.whl").write_bytes(b"")
+    answers = {}
+    for value in ("", None):
+        if value is None:
+            monkeypatch.delenv(SOURCE_SWITCH, raising=False)
+        else:
+            monkeypatch.setenv(SOURCE_SWITCH, value)
+        installs = {path.name: run_install_cell(monkeypatch, tmp_path / "work", False, path)[0][-1]
+                    for path in NOTEBOOKS}
+        cell = next(c.source for c in code_cells(load(ROOT / "notebooks" / "04_spanish_to_english.ipynb"))
+                    if "def spa_eng_file" in c.source)
+        function = cell[cell.index("def spa_eng_file"):cell.index("\n\n\n", cell.index("def spa_eng_file"))]
+        namespace = {"os": os, "Path": Path, "download_anki": lambda: "downloaded"}
+        exec(function, namespace)
+        answers[value] = (installs, namespace["spa_eng_file"]())
+    assert answers[""] == answers[None]
+    installs, data = answers[""]
+    wheel = (tmp_path / "work" / "tfattn-0.1.0-py3-none-any.whl").as_uri()
+    assert all(url.endswith(f" @ {wheel}") for url in installs.values()) and data == "downloaded", installs
 
 
 @pytest.mark.long

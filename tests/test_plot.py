@@ -199,3 +199,16 @@ def test_heads_draw_one_panel_per_layer_and_head():
     assert [ax.get_title() for ax in one_layer.axes] == ["head 1", "head 2", "head 3"]
     with pytest.raises(ValueError, match="heads"):
         plot.plot_heads(np.ones((2, 2)), ["a", "b"], ["x", "y"])
+
+
+@pytest.mark.parametrize("series", ["abc", [1.0, "2"], [True, False], [[1.0], [2.0]], {"1": 2.0}, 3.0])
+def test_a_series_that_is_not_numbers_is_refused_by_its_key(series):
+    with pytest.raises(ValueError, match=r"^history\['val_loss'\] must be a list of numbers .* Received: "
+                                         r"history\['val_loss'\]="):
+        plot.plot_history({"loss": [2.0, 1.0], "val_loss": series})
+
+
+def test_null_values_are_gaps_in_the_curve():
+    fig = plot.plot_history({"loss": [2.0, None, 1.0]})  # strict JSON's null for a loss that was not finite
+    ys = fig.axes[0].lines[0].get_ydata()
+    assert ys[0] == 2.0 and np.isnan(ys[1]) and ys[2] == 1.0

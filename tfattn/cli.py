@@ -35,6 +35,7 @@ import os
 import re
 import shlex
 import sys
+import types
 
 from tfattn.layers import options  # the models' option lists; no Keras
 
@@ -60,40 +61,61 @@ def _train(args):
 
         keras.utils.disable_interactive_logging()
     given = args.strategy is not None or args.replicas is not None
+    resumed = {}
+    if args.resume:
+        from tfattn.runs.train import KEEP
+
+        resumed = dict(corpus=args.corpus, distribute=_distribute_config(args) if given else None,
+                       worker_timeout=args.worker_timeout, tensorboard=KEEP if not (
+                           args.tensorboard or args.no_tensorboard) else _tensorboard_path(args))
     with _out_of_memory_hint("training"):
-        summary = train_run(run_config(args), args.out, resume=args.resume, quiet=args.quiet,
-                            echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
-                            time_budget=args.time_budget, corpus=args.corpus if args.resume else None,
-                            distribute=_distribute_config(args) if args.resume and given else None)
+        summary = train_run(None if args.resume else run_config(args), args.out, resume=args.resume,
+                            quiet=args.quiet, echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
+                            time_budget=args.time_budget, **resumed)
     from tfattn.files import strict_json
 
     print(strict_json(summary))
 
 
 # What `train --resume` may be given; --corpus names where the run's corpus file is now (if moved),
-# --strategy and --replicas where it goes on training (a checkpoint restores under any strategy).
-RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus", "strategy", "replicas")
+# --strategy, --replicas and --worker-timeout where it goes on training (a checkpoint restores under
+# any strategy), --tensorboard and --no-tensorboard where its summaries go from now on.
+RESUME_FLAGS = ("out", "resume", "epochs", "time_budget", "quiet", "corpus", "strategy", "replicas",
+                "worker_timeout", "tensorboard", "no_tensorboard")
 
 
-def _check_resume_flags(args):
-    """Refuses the flags that `train --resume` would ignore: the run's config.json holds its settings.
-
-    A flag counts as given when it is on the command line, even with its default value: the train
-    parser parses `args.argv` again with every default suppressed, so only given flags are set."""
+def given_flags(args):
+    """`{dest: action}` of the `train` flags given on the command line (`args.argv`), in the order of
+    --help. A flag counts as given when it is on the command line, even with its default value: the
+    train parser parses `args.argv` again with every default suppressed, so only given flags are set."""
     parser = _add_train_parser(argparse.ArgumentParser().add_subparsers())
     for action in parser._actions:
         action.default = argparse.SUPPRESS  # (not `set_defaults`: it would pass SUPPRESS through `type`)
-    argv = list(args.argv)
+    argv = list(getattr(args, "argv", None) or ())  # (set by `main`; without it, nothing counts as given)
+    if "train" not in argv:
+        return {}
     given = vars(parser.parse_args(argv[argv.index("train") + 1:]))
+    return {action.dest: action for action in parser._actions if action.dest in given}
+
+
+def _typed(action, argv):
+    """The option string of `action` as the command line has it (`--no-scale` rather than `--scale`)."""
+    typed = [arg.partition("=")[0] for arg in argv if arg.partition("=")[0] in action.option_strings]
+    return typed[-1] if typed else action.option_strings[-1]
+
+
+def _check_resume_flags(args):
+    """Refuses the flags that `train --resume` would ignore: the run's config.json holds its settings."""
     refused = []
-    for action in parser._actions:  # in the order of --help
-        if action.dest in given and action.dest not in RESUME_FLAGS:
-            flag, value = action.option_strings[-1], getattr(args, action.dest)
+    for dest, action in given_flags(args).items():
+        if dest not in RESUME_FLAGS:
+            flag, value = _typed(action, args.argv), getattr(args, dest)
             refused.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(value))}")
     if refused:
         raise ValueError("--resume continues the run with its own settings (config.json); it takes only "
-                         f"--epochs, --time-budget, --quiet, --corpus (its corpus file, if moved), --strategy and "
-                         f"--replicas. Received: {' '.join(refused)}")
+                         f"--epochs, --time-budget, --quiet, --corpus (its corpus file, if moved), --strategy, "
+                         f"--replicas, --worker-timeout, --tensorboard and --no-tensorboard. Received: "
+                         f"{' '.join(refused)}")
 
 
 def find_export(model_dir, echo=None):
@@ -101,11 +123,14 @@ def find_export(model_dir, echo=None):
 
     What a killed `tfattn export` left there is finished or removed first (`recover_export`), and
     said through `echo` (stderr by default). A run without an export says how to make one."""
+    from tfattn.files import reading_export
+
     echo = echo or (lambda line: print(line, file=sys.stderr))
     for candidate in (model_dir, os.path.join(model_dir, "export")):
         _recover_export(candidate, echo)
-        if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
-            return candidate
+        with reading_export(candidate):  # not while an export replaces it (its saved_model.pb is moved)
+            if os.path.isfile(os.path.join(candidate, "saved_model.pb")):
+                return candidate
     if os.path.isfile(os.path.join(model_dir, "config.json")):
         raise FileNotFoundError(_no_export_yet(model_dir))
     raise FileNotFoundError(f"Not an export or a run directory with an export (no saved_model.pb in it or "
@@ -211,9 +236,12 @@ def _signature(path, beam, heads=False):
     else `translate_heads` if `heads` and the export has it (every head of a multi-head model), else `translate`."""
     import tensorflow as tf
 
+    from tfattn.files import reading_export
     from tfattn.serving.translator import CONFIG_FILE, load
 
-    if not os.path.isfile(os.path.join(path, CONFIG_FILE)):
+    with reading_export(path):  # not while an export replaces it
+        has_config = os.path.isfile(os.path.join(path, CONFIG_FILE))
+    if not has_config:
         print(f"tfattn: warning: {path} has no {CONFIG_FILE}, so tfattn export did not write it. A SavedModel "
               f"is a program: load only exports you trust.", file=sys.stderr)
     loaded = load(path)
@@ -389,7 +417,10 @@ def _plot(args):
         if not isinstance(history, dict) or "loss" not in history:
             raise ValueError(f"{args.history} is not a run's history.json (no 'loss'). "
                              f"Received: --history {args.history!r}")
-        fig = plot.plot_history(history)
+        try:
+            fig = plot.plot_history(history)
+        except ValueError as error:  # a series that is not numbers, or none to draw
+            raise ValueError(f"{args.history} is not a run's history.json: {error}") from None
     else:
         curves = {}
         for path, label in zip(args.bleu_by_length, _curve_labels(args.bleu_by_length)):
@@ -432,7 +463,8 @@ def _corpus_config(args):
 
     splits = tuple(args.splits.split(",")) if args.splits else ("train", "validation", "test")
     if len(splits) != 3:
-        raise ValueError(f"--splits takes three comma-separated names. Received: splits={args.splits!r}")
+        raise ValueError(f"--splits takes three comma-separated names (train, validation, test). Received: --splits "
+                         f"{shlex.quote(args.splits)}")
     return CorpusConfig(corpus=args.corpus, format=args.format, strict=args.strict, direction=args.direction,
                         source_lang=args.source_lang, target_lang=args.target_lang, splits=splits,
                         data_dir=args.data_dir, max_pairs=getattr(args, "max_pairs", None))
@@ -447,13 +479,16 @@ def run_config(args):
     from tfattn.training.trainer import TrainConfig
 
     tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
-    model = ModelConfig(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
-                        local=args.local, window=args.window, hard=args.hard, heads=args.heads,
-                        input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
-                        relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
-                        units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
-                        max_source_length=args.max_length, max_target_length=args.max_length,
-                        tie_embeddings=args.tie_embeddings, norm=args.norm)
+    fields = dict(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
+                  local=args.local, window=args.window, hard=args.hard, heads=args.heads,
+                  input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
+                  relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
+                  units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
+                  max_source_length=args.max_length, max_target_length=args.max_length,
+                  tie_embeddings=args.tie_embeddings, norm=args.norm)
+    _refuse_unused_model_flags(args, fields)
+    _check_sizes(args)
+    model = ModelConfig(**fields)
     epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
                         epochs=epochs, time_budget=args.time_budget, seed=args.seed, accel=args.accel,
@@ -463,6 +498,34 @@ def run_config(args):
     return _with_training_flags(args, RunConfig(
         corpus=_corpus_config(args), source_tokenizer=tokenizer, target_tokenizer=dataclasses.replace(tokenizer),
         model=model, data=data, train=train, decode=decode, checkpoint_every=args.checkpoint_every))
+
+
+def _refuse_unused_model_flags(args, fields):
+    """Refuses the model flags given that the model would ignore (`tfattn.model.APPLIES`), in one line:
+    "--normalize applies to bahdanau attention only; the model is luong"."""
+    from tfattn.model import refused_flag
+
+    config, field_of = types.SimpleNamespace(**fields), {"layers": "num_layers"}  # a flag's dest -> its field
+    messages, received = [], []
+    for dest, action in given_flags(args).items():
+        flag = _typed(action, args.argv)
+        message = refused_flag(field_of.get(dest, dest), flag, config) if field_of.get(dest, dest) in fields else None
+        if message:
+            messages.append(message)
+            received.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(getattr(args, dest)))}")
+    if messages:
+        raise ValueError(f"{'; '.join(messages)}. Received: {' '.join(received)}")
+
+
+def _check_sizes(args):
+    """The checks of `ModelConfig` that flags can fail, in the flags' words (it names its fields)."""
+    if args.units % args.heads:
+        raise ValueError(f"--heads must divide --units (each head gets units / heads features). Received: --heads "
+                         f"{args.heads}, --units {args.units}")
+    recurrent = args.attention != "transformer" and args.encoder == "rnn"  # (and bidirectional: no flag turns it off)
+    if recurrent and args.units % 2:
+        raise ValueError(f"--units must be even: the bidirectional RNN encoder gives half of them to each "
+                         f"direction. Received: --units {args.units}")
 
 
 def _with_training_flags(args, config):
@@ -478,17 +541,34 @@ def _with_training_flags(args, config):
                                 label_smoothing=args.label_smoothing)
     multiple = args.pad_to_multiple or (8 if args.jit_compile else 1)
     data = dataclasses.replace(config.data, pad_to_multiple=multiple)
+    if args.best_by == "bleu" and not args.bleu_sample:
+        raise ValueError(f"--best-by bleu needs a BLEU sample: --bleu-sample must be >= 1. Received: --bleu-sample "
+                         f"{args.bleu_sample}")
     validation = ValidationConfig(every=args.validate_every, sample=args.bleu_sample, best_by=args.best_by,
                                   early_stopping=args.early_stopping, average_checkpoints=args.average_checkpoints)
-    tensorboard = None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
-    return dataclasses.replace(config, train=train, data=data, validation=validation, tensorboard=tensorboard,
-                               distribute=_distribute_config(args))
+    return dataclasses.replace(config, train=train, data=data, validation=validation,
+                               tensorboard=_tensorboard_path(args), distribute=_distribute_config(args))
+
+
+def _tensorboard_path(args):
+    """`RunConfig.tensorboard` of the flags: None with --no-tensorboard, "" (RUN/tensorboard) without either."""
+    if args.no_tensorboard and args.tensorboard:
+        raise ValueError(f"--tensorboard and --no-tensorboard contradict each other: give one. Received: "
+                         f"--tensorboard {args.tensorboard!r} --no-tensorboard")
+    return None if args.no_tensorboard else (os.path.abspath(args.tensorboard) if args.tensorboard else "")
 
 
 def _distribute_config(args):
     from tfattn.training.distributed import DistributeConfig
 
-    return DistributeConfig(strategy=args.strategy or "default", replicas=args.replicas)
+    if args.replicas is not None and args.strategy != "mirrored":
+        raise ValueError(f"--replicas is the number of devices of --strategy mirrored (a multiworker run has one "
+                         f"replica per worker, the default strategy one): pass --strategy mirrored. Received: "
+                         f"--replicas {args.replicas}" + (f" --strategy {args.strategy}" if args.strategy else ""))
+    from tfattn.training.distributed import WORKER_TIMEOUT
+
+    timeout = WORKER_TIMEOUT if args.worker_timeout is None else args.worker_timeout
+    return DistributeConfig(strategy=args.strategy or "default", replicas=args.replicas, worker_timeout=timeout)
 
 
 # -- parsers ---------------------------------------------------------------------------------------
@@ -522,8 +602,8 @@ def _add_train_parser(sub):
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last checkpoint, with its own settings "
-                        "(config.json): only --epochs, --time-budget, --quiet, --corpus, --strategy and --replicas "
-                        "may be given")
+                        "(config.json): only --epochs, --time-budget, --quiet, --corpus, --strategy, --replicas, "
+                        "--worker-timeout, --tensorboard and --no-tensorboard may be given")
     _add_model_flags(p.add_argument_group("model"))
     _add_batch_flags(p.add_argument_group("tokens and batches"))
     _add_optimization_flags(p.add_argument_group("optimization"))
@@ -576,7 +656,7 @@ def _add_model_flags(m):
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1,
                    help="encoder layers; self-attention: blocks in encoder and decoder (default: 1)")
-    m.add_argument("--dropout", type=float, default=0.2, help="default: 0.2")
+    m.add_argument("--dropout", type=rate, default=0.2, help="the rate of every dropout, in [0, 1) (default: 0.2)")
     m.add_argument("--no-accel", dest="accel", action="store_false", default=None,
                    help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "
                         "instead of the fast tier (tfattn.accel); the same losses within rounding, slower "
@@ -659,9 +739,13 @@ def _add_training_flags(g):
     g.add_argument("--replicas", type=positive_int, metavar="N",
                    help="with --strategy mirrored: N devices; without a GPU, N logical CPU devices that share the "
                         "machine's cores (default: every GPU, or the one CPU)")
+    g.add_argument("--worker-timeout", type=duration, metavar="DURATION",
+                   help="with --strategy multiworker: how long each worker waits for the others to start, e.g. "
+                        "60s or 10m; past it, it stops and names those that did not (default: 5m)")
     g.add_argument("--tensorboard", metavar="DIR",
                    help="where TensorBoard summaries go: losses, learning rate, gradient norm, tokens/s, "
-                        "validation BLEU and chrF, attention images, translations, hparams (default: RUN/tensorboard)")
+                        "validation BLEU and chrF, attention images, translations, hparams (default: "
+                        "RUN/tensorboard); checked before anything is written. With --resume: from now on")
     g.add_argument("--no-tensorboard", action="store_true", help="write no TensorBoard summaries")
     g.add_argument("--log-every", type=positive_int, default=20,
                    help="steps between reads of the training means (progress line, TensorBoard, checks of "
@@ -714,6 +798,17 @@ MIN_MAX_LENGTH = 3  # [START], one token, [END] (tfattn.data.text.Tokenizer)
 
 FLOAT32_MAX = 3.4028234663852886e38  # training runs in float32: a larger number is infinite there
 FLOAT32_TINY = 1.401298464324817e-45  # and a smaller one is 0
+
+
+def rate(value):
+    """An argparse type: a number in [0, 1), a dropout rate."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not 0 <= number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1). Received: {value!r}")
+    return number
 
 
 def positive_float(value):

@@ -197,8 +197,10 @@ def run(config, quiet=False, show=5):
 
 
 def main(config, quiet=False):
+    """The demo as `tfattn demo` runs it: a few example translations (none with `quiet`), then the
+    summary as one JSON line, the only line `quiet` prints."""
     start = time.perf_counter()
-    summary = run(config, quiet=quiet)
+    summary = run(config, quiet=quiet, show=0 if quiet else 5)
     summary["total_seconds"] = round(time.perf_counter() - start, 1)
     print(files.strict_json(summary))
     return summary

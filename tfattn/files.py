@@ -9,7 +9,9 @@ turns read-only costs at most the file being written:
   then swapped in (`replace_directory`): the place holds the old complete directory or the new one.
   An export into a directory that may hold other files is written whole into a locked workspace
   inside it and its entries then swapped in by a journal (`export_workspace`, `swap_in`), so that
-  the other files stay; a kill leaves what `recover_export` finishes or removes.
+  the other files stay; a kill leaves what `recover_export` finishes or removes. The swap holds the
+  directory's exclusive lock and a reader its shared one (`reading_export`), so a reader loads the
+  old export or the new one, never half of each.
 - A write that fails raises `WriteError`: one line that says what could not be written, where,
   why, and how much space is free there (`write_error`).
 """
@@ -229,6 +231,41 @@ def _lock(directory, block=True):
             return None
         raise
     return fd
+
+
+@contextlib.contextmanager
+def reading_export(path):
+    """Holds a shared lock on the export directory `path` (through a symlink) while the block reads
+    it: `swap_in` puts a new export's entries in place under the exclusive lock, so a reader never
+    sees the old graph with the new variables; readers do not wait for one another. Where the file
+    system takes no locks, or `path` is not a directory, nothing is held."""
+    try:
+        fd = os.open(os.path.realpath(path), os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError as error:
+            if error.errno not in NO_LOCKS:
+                raise
+        yield
+    finally:
+        os.close(fd)  # lets go of the lock too
+
+
+def export_identity(path):
+    """What changes when an export at `path` is replaced: its graph's and its variables' index files'
+    (inode, size, modification time); None where one is missing."""
+    found = []
+    for name in ("saved_model.pb", os.path.join("variables", "variables.index")):
+        try:
+            info = os.stat(os.path.join(path, name))
+            found.append((info.st_ino, info.st_size, info.st_mtime_ns))
+        except OSError:
+            found.append(None)
+    return tuple(found)
 
 
 def _unlock(fd):

@@ -1,6 +1,7 @@
 """The `Seq2Seq` model (an `Encoder` and a `Decoder`) and its config."""
 
 import dataclasses
+import types
 
 import keras
 from keras import ops
@@ -29,6 +30,10 @@ class ModelConfig:
     - `"none"`: the RNN Encoder-Decoder without attention (Cho et al. 2014), the baseline.
     The RNN decoders read either an RNN encoder or a self-attention encoder (`encoder`).
 
+    An option that does not apply to the model's kind (`APPLIES` below says where each applies) is
+    refused when it is not at its default: `ModelConfig(attention="luong", normalize=True)` raises
+    "normalize applies to attention='bahdanau' only. Received: normalize=True with attention='luong'".
+
     Attributes:
         attention: `"bahdanau"`, `"luong"`, `"transformer"` or `"none"`.
         score: Luong score, one of `"dot"`, `"general"`, `"concat"`, `"location"`, `"cosine"`.
@@ -51,8 +56,8 @@ class ModelConfig:
         positions: self-attention only: `"sinusoidal"`, `"learned"` or `"relative"` positions.
         relative_clip: relative positions only: the largest distance told apart (Shaw et al.'s k).
         ff_dim: self-attention only: the feed-forward layer's size; `None` is `4 * units`.
-        embedding_dim, units: sizes of the embeddings and recurrent states (the Transformer's
-            model size is `units`).
+        embedding_dim, units: sizes of the embeddings (RNN decoders only) and recurrent states (the
+            Transformer's model size, its embeddings' too, is `units`).
         rnn: `"gru"` or `"lstm"`, for both encoder and decoder.
         bidirectional, num_layers: encoder shape (self-attention: blocks in encoder and decoder).
         dropout: dropout rate in encoder and decoder.
@@ -105,32 +110,137 @@ class ModelConfig:
         self._check_combinations()
 
     def _check_combinations(self):
-        """Options that only some kinds have: refused, naming the option, rather than ignored."""
-        kind = self.attention
-        if self.local is not None and kind != "luong":
-            raise ValueError(f"local attention is Luong's (section 3.2): use attention='luong'. "
-                             f"Received: local={self.local!r} with attention={kind!r}")
-        if self.hard and kind not in ("bahdanau", "luong"):
-            raise ValueError(f"hard attention needs an RNN attention decoder (attention='bahdanau' or 'luong'). "
-                             f"Received: hard=True with attention={kind!r}")
-        if self.heads > 1 and kind not in ("luong", "transformer") and not self.self_attention_encoder:
-            raise ValueError(f"heads > 1 needs attention='luong' (multi-head cross-attention), 'transformer', or "
-                             f"encoder='transformer'. Received: heads={self.heads} with attention={kind!r}")
-        if self.heads > 1 and kind == "luong" and (self.local is not None or self.hard):
-            raise ValueError(f"multi-head attention is global and soft: drop local/hard or set heads=1. "
-                             f"Received: heads={self.heads}, local={self.local!r}, hard={self.hard}")
-        if not self.feed_summary and kind != "none":
-            raise ValueError(f"feed_summary=False is the no-attention decoder's (Sutskever et al. 2014): use "
-                             f"attention='none'. Received: feed_summary=False with attention={kind!r}")
+        """Options that only some kinds have: refused, naming the option, rather than ignored (`APPLIES`)."""
+        unused = unused_options(self)
+        if unused:
+            option, part = unused[0]
+            raise ValueError(f"{option} applies to {part.field_words} only. Received: {option}="
+                             f"{getattr(self, option)!r} with {_fields_text(self, part.decided_by)}")
         if self.units % self.heads:
             raise ValueError(f"heads must divide units. Received: heads={self.heads}, units={self.units}")
-        if self.encoder == "rnn" and self.bidirectional and self.units % 2 and kind != "transformer":
+        if not self.self_attention_encoder and self.bidirectional and self.units % 2:
             raise ValueError(f"a bidirectional encoder needs an even units. Received: units={self.units}")
 
     @property
     def self_attention_encoder(self):
         """Whether the encoder is a self-attention (Transformer) encoder."""
-        return self.attention == "transformer" or self.encoder == "transformer"
+        return _self_attention(self)
+
+
+# -- which options apply to which models ------------------------------------------------------------
+# `APPLIES` says, once, which part of a model each option of `ModelConfig` configures; a model
+# without that part would ignore the option, so it is refused instead: by `ModelConfig` when its value
+# is not the default (a config.json stores every field, defaults included), by `tfattn train` when its
+# flag is given (`refused_flag`). Runs of earlier versions recorded such options; reading their
+# config.json drops them (`without_unused`), as their models did.
+
+
+def _self_attention(c):
+    return c.attention == "transformer" or c.encoder == "transformer"
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A part some models have: `has(config)` says whether one does; `field_words` and `flag_words`
+    name it in `ModelConfig`'s and in `tfattn train`'s messages; `decided_by`, the fields that decide it."""
+
+    has: object
+    field_words: str
+    flag_words: str
+    decided_by: tuple
+
+
+def _single_luong(c):
+    return c.attention == "luong" and c.heads == 1
+
+
+PARTS = {
+    "every": Part(lambda c: True, "every model", "every model", ()),
+    "bahdanau": Part(lambda c: c.attention == "bahdanau", "attention='bahdanau'", "bahdanau attention",
+                     ("attention",)),
+    "luong": Part(lambda c: c.attention == "luong", "attention='luong'", "luong attention", ("attention",)),
+    "none": Part(lambda c: c.attention == "none", "attention='none'", "the no-attention decoder (--attention none)",
+                 ("attention",)),
+    "luong_layer": Part(_single_luong, "attention='luong' with heads=1", "luong attention with one head",
+                        ("attention", "heads")),
+    "local": Part(lambda c: _single_luong(c) and c.local is not None, "local attention (local='m' or 'p')",
+                  "local attention (--local m or p)", ("attention", "local")),
+    "hard": Part(lambda c: c.attention == "bahdanau" or _single_luong(c),
+                 "attention='bahdanau', or 'luong' with heads=1", "bahdanau attention, or luong with one head",
+                 ("attention", "heads")),
+    "heads": Part(lambda c: c.attention == "luong" or _self_attention(c),
+                  "attention='luong' or 'transformer', or encoder='transformer'",
+                  "luong attention, the transformer or a self-attention encoder", ("attention", "encoder")),
+    "rnn_decoder": Part(lambda c: c.attention != "transformer", "attention='bahdanau', 'luong' or 'none'",
+                        "an RNN decoder (bahdanau, luong or none)", ("attention",)),
+    "rnn_encoder": Part(lambda c: not _self_attention(c), "an RNN encoder (encoder='rnn', attention not "
+                        "'transformer')", "an RNN encoder", ("attention", "encoder")),
+    "self_attention": Part(_self_attention, "attention='transformer' or encoder='transformer'",
+                           "self-attention (--attention transformer or --encoder transformer)",
+                           ("attention", "encoder")),
+    "relative": Part(lambda c: _self_attention(c) and c.positions == "relative", "positions='relative' "
+                     "(with self-attention)", "relative positions (--positions relative)",
+                     ("attention", "encoder", "positions")),
+}
+
+# Each option of `ModelConfig` -> the part of a model it configures (a key of `PARTS`).
+APPLIES = {
+    "attention": "every", "score": "luong_layer", "normalize": "bahdanau", "scale": "luong_layer",
+    "local": "luong_layer", "window": "local", "hard": "hard", "heads": "heads", "input_feeding": "luong",
+    "encoder": "rnn_decoder", "positions": "self_attention", "relative_clip": "relative",
+    "ff_dim": "self_attention", "embedding_dim": "rnn_decoder", "units": "every", "rnn": "rnn_decoder",
+    "bidirectional": "rnn_encoder", "num_layers": "every", "dropout": "every", "feed_summary": "none",
+    "tie_embeddings": "every", "norm": "self_attention",
+    # The sentences' length limits (`--max-length`): the location score, learned positions and the
+    # Transformer's cache read them; every model is given them.
+    "max_source_length": "every", "max_target_length": "every",
+}
+
+
+def applies(option, config):
+    """Whether the `ModelConfig` field `option` configures a part that `config` has."""
+    return PARTS[APPLIES[option]].has(config)
+
+
+def unused_options(config):
+    """`[(option, part)]`: the options of `config` not at their default whose part it lacks."""
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    return [(option, PARTS[APPLIES[option]]) for option in APPLIES
+            if getattr(config, option) != defaults[option] and not applies(option, config)]
+
+
+def without_unused(fields):
+    """The fields of a `ModelConfig` (a dict, as a config.json holds them) without those whose part
+    the model lacks: what a run of an earlier version recorded but did not use."""
+    config = types.SimpleNamespace(**{**{f.name: f.default for f in dataclasses.fields(ModelConfig)}, **fields})
+    return {k: v for k, v in fields.items() if k not in APPLIES or applies(k, config)}
+
+
+def refused_flag(option, flag, config):
+    """The message of `tfattn train` for a given `flag` (of the field `option`) that `config` would
+    ignore, e.g. "--normalize applies to bahdanau attention only; the model is luong"; None if it applies."""
+    if applies(option, config):
+        return None
+    part = PARTS[APPLIES[option]]
+    return f"{flag} applies to {part.flag_words} only; the model is {describe(config, part.decided_by)}"
+
+
+def describe(config, fields=()):
+    """The kind of `config` in words, with what `fields` decide: "luong with global attention"."""
+    c, words = config, [config.attention]
+    if "local" in fields and c.attention == "luong":
+        words.append("with global attention" if c.local is None else f"with local-{c.local} attention")
+    if "heads" in fields and c.heads > 1:
+        words.append(f"with {c.heads} heads")
+    if "encoder" in fields and c.attention != "transformer":
+        words.append("with a self-attention encoder" if c.encoder == "transformer" else "with an RNN encoder")
+    if "positions" in fields and _self_attention(c):
+        words.append(f"with {c.positions} positions")
+    return " ".join(words)
+
+
+def _fields_text(config, fields):
+    return ", ".join(f"{name}={getattr(config, name)!r}" for name in fields) or "any model"
 
 
 def make_model(config, source_vocab_size, target_vocab_size):

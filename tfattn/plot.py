@@ -183,13 +183,31 @@ def _history_dict(history):
     return dict(getattr(history, "history", history) or {})
 
 
+def _series(history, key):
+    """`history[key]` as a list of floats (null, for a value that was not finite, as NaN: a gap).
+
+    Raises:
+        ValueError: it is not a list of numbers, naming the key."""
+    values = history.get(key)
+    if values is None:
+        return []
+    if not isinstance(values, (list, tuple)) or not all(v is None or _is_number(v) for v in values):
+        raise ValueError(f"history[{key!r}] must be a list of numbers (null where not finite), one per epoch. "
+                         f"Received: history[{key!r}]={values!r}")
+    return [float("nan") if v is None else float(v) for v in values]
+
+
+def _is_number(value):
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
 def _plot_curves(ax, history, keys, ylabel):
     """Draw the non-empty curves of `keys` against 1-based epochs; return how many were drawn."""
     from matplotlib.ticker import MaxNLocator
 
     drawn = 0
     for key in keys:
-        values = list(history.get(key) or [])
+        values = _series(history, key)
         if values:
             style = "--" if key.startswith("val_") else "-"
             ax.plot(range(1, len(values) + 1), values, style, marker=".", label=key)

@@ -1,5 +1,7 @@
 """The private TensorFlow and Keras APIs of `tfattn.accel.private` still mean what the fast tier needs."""
 
+import inspect
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -52,3 +54,16 @@ def test_seed_states_are_the_seed_and_draw_count_of_a_layers_seed_generators():
     assert states[0].numpy().tolist() == [5, 0]  # [seed, draws so far]
     model(np.ones((1, 3), np.float32), training=True)
     assert states[0].numpy().tolist() == [5, 1]
+
+
+def test_cluster_wait_bounds_the_wait_of_a_new_multiworker_strategy():
+    from tensorflow.python.distribute import collective_all_reduce_strategy as collective
+
+    extended = collective.CollectiveAllReduceExtended
+    assert extended._check_health_initial_timeout == 0  # TensorFlow's default: no bound
+    with private.cluster_wait(7.5):
+        assert extended._check_health_initial_timeout == 7
+    assert extended._check_health_initial_timeout == 0
+    # ... and the strategy's barrier reads it, as the timeout of its first all-reduce.
+    source = inspect.getsource(extended._start_check_health_thread)
+    assert "timeout_seconds=self._check_health_initial_timeout" in source

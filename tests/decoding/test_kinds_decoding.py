@@ -13,7 +13,8 @@ SOURCE = np.array([[1, 4, 5, 6, 2, 0], [1, 7, 2, 0, 0, 0]])
 
 
 def model(**fields):
-    return tfattn.make_model(tfattn.ModelConfig(units=8, embedding_dim=8, max_target_length=8, **fields), 20, 30)
+    embedding = {} if fields.get("attention") == "transformer" else {"embedding_dim": 8}  # its embeddings: units
+    return tfattn.make_model(tfattn.ModelConfig(units=8, max_target_length=8, **embedding, **fields), 20, 30)
 
 
 @pytest.mark.parametrize("fields, fast", [

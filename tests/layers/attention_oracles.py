@@ -74,27 +74,41 @@ def np_source_lengths(mask, batch, t_in):
 
 
 def np_aligned_positions(local, query, lengths, positions=None, w_p=None, v_p=None):
-    """p_t `(batch, t_q)` (section 3.2). local-m: p_t = t clipped to [0, S-1]; local-p (eq. 9):
-    p_t = S sigmoid(v_p^T tanh(W_p h_t))."""
+    """p_t `(batch, t_q)` (section 3.2). local-m: p_t = t, the target step (not clipped: the paper's
+    window simply leaves the sentence); local-p (eq. 9): p_t = S sigmoid(v_p^T tanh(W_p h_t))."""
     batch, t_q = query.shape[:2]
     if local == "m":
-        t = np.broadcast_to(np.arange(t_q) if positions is None else positions, (batch, t_q)).astype("float64")
-        return np.clip(t, 0.0, np.maximum(lengths - 1.0, 0.0)[:, None])
+        return np.broadcast_to(np.arange(t_q) if positions is None else positions, (batch, t_q)).astype("float64")
     aligned = np.tanh(query.astype("float64") @ w_p) @ v_p  # (batch, t_q)
     return lengths[:, None] / (1.0 + np.exp(-aligned))
 
 
-def np_local_attention(scores, value, mask, local, window, p):
-    """Local attention, one (sentence, query) at a time: the softmax over the real positions s with
-    |s - round(p_t)| <= D (p_t rounded half up; the paper's window [p_t - D, p_t + D] of 2D + 1
-    positions), zero elsewhere; local-p multiplies by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2
-    (eq. 10). Returns context `(batch, t_q, dv)` and weights `(batch, t_q, t_in)` in float64."""
+def np_window(p, length, window, rounded=False):
+    """The source positions local attention may use (section 3.2): the real positions `s` (0 <= s < S,
+    S = `length`) of the window `[p_t - D, p_t + D]` around a real `p_t`; empty once the window has
+    left the sentence. `rounded=True` centres it on `p_t` rounded half up instead (a departure that
+    `tfattn.layers.local` states)."""
+    centre = np.floor(p + 0.5) if rounded else p
+    return [s for s in range(int(length)) if abs(s - centre) <= window]
+
+
+def np_local_attention(scores, value, mask, local, window, p, departures=False):
+    """Local attention, one (sentence, query) at a time: the softmax over the positions of `np_window`,
+    zero elsewhere; local-p multiplies by exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D / 2 (eq. 10), with
+    the real p_t. A query whose window holds no real position gets zero weights. Returns context
+    `(batch, t_q, dv)` and weights `(batch, t_q, t_in)` in float64.
+
+    The paper's rule by default. `departures=True` applies instead the two departures that
+    `tfattn.layers.local` states, written here from that statement: local-m's `p_t = t` is clipped to
+    `S - 1`, and every window is centred on `p_t` rounded half up; a test then compares the layer with
+    the paper plus exactly the departures its documentation names."""
     batch, t_q, t_in = scores.shape
+    lengths = np.full(batch, t_in) if mask is None else mask.sum(-1)
     weights = np.zeros((batch, t_q, t_in))
     for b in range(batch):
         for q in range(t_q):
-            centre = np.floor(p[b, q] + 0.5)
-            inside = [s for s in range(t_in) if abs(s - centre) <= window and (mask is None or mask[b, s])]
+            centre = min(p[b, q], lengths[b] - 1.0) if local == "m" and departures else p[b, q]
+            inside = np_window(centre, lengths[b], window, rounded=departures)
             if not inside:
                 continue
             e = np.exp(scores[b, q, inside] - scores[b, q, inside].max())

@@ -53,8 +53,9 @@ LOCAL_P = {"w_p": fixed((D, UNITS), 11), "v_p": fixed((UNITS,), 12)}
 
 def layer_with_weights(score, local=None, window=1, probability="soft", dtype=None, t_q=3):
     """A built LuongAttention with fixed weights, and those weights (path -> array)."""
-    layer = LuongAttention(score, units=UNITS, max_length=7, local=local, window=window, probability=probability,
-                           dtype=dtype, seed=1)
+    sizes = {"units": UNITS} if score == "concat" or local == "p" else {}  # (refused where it is unused)
+    sizes.update({"window": window} if local else {})
+    layer = LuongAttention(score, max_length=7, local=local, probability=probability, dtype=dtype, seed=1, **sizes)
     query, key, value = inputs(t_q)
     layer(query, value, key=key, value_mask=MASK)  # builds
     weights = {**score_weights(score), **(LOCAL_P if local == "p" else {})}
@@ -76,13 +77,15 @@ def oracle_scores(score, weights, query, key):
 
 
 def oracle(score, weights, query, key, value, mask, local=None, window=1, positions=None):
-    """Context and weights of the soft layer, from the papers."""
+    """Context and weights of the soft layer, from the papers, with the departures of local attention
+    that `tfattn.layers.local` states (local-m's clip, the rounded centre: `np_local_attention`);
+    `tests/layers/test_paper_departures.py` compares them with the paper's own rule."""
     scores = oracle_scores(score, weights, query, key)
     if local is None:
         return np_attention(scores, value, mask)
     lengths = np_source_lengths(mask, BATCH, T_IN)
     p = np_aligned_positions(local, query, lengths, positions, LOCAL_P["w_p"], LOCAL_P["v_p"])
-    return np_local_attention(scores, value, mask, local, window, p)
+    return np_local_attention(scores, value, mask, local, window, p, departures=True)
 
 
 def to_numpy(x):
@@ -221,13 +224,19 @@ def test_predict_positions_matches_numpy(local):
     query = inputs(6)[0]
     got = to_numpy(layer.predict_positions(query, value_mask=MASK))
     lengths = np_source_lengths(MASK, BATCH, T_IN)
-    want = np_aligned_positions(local, query, lengths, None, LOCAL_P["w_p"], LOCAL_P["v_p"])
+    want = clipped(local, np_aligned_positions(local, query, lengths, None, LOCAL_P["w_p"], LOCAL_P["v_p"]), lengths)
     assert got.dtype == "float32" and got.shape == (BATCH, 6)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     # Without a mask, S is source_length.
     no_mask = to_numpy(layer.predict_positions(query, source_length=T_IN))
-    np.testing.assert_allclose(no_mask, np_aligned_positions(local, query, np.full(BATCH, 5.0), None,
-                                                             LOCAL_P["w_p"], LOCAL_P["v_p"]), rtol=1e-6)
+    every = np.full(BATCH, 5.0)
+    np.testing.assert_allclose(no_mask, clipped(local, np_aligned_positions(local, query, every, None, LOCAL_P["w_p"],
+                                                                            LOCAL_P["v_p"]), every), rtol=1e-6)
+
+
+def clipped(local, p, lengths):
+    """local-m's p_t = t clipped to S - 1, the departure `tfattn.layers.local` states; local-p's as it is."""
+    return np.minimum(p, lengths[:, None] - 1.0) if local == "m" else p
 
 
 def test_local_without_a_mask_uses_every_position():
@@ -341,30 +350,58 @@ def test_hard_never_draws_padding_and_a_fully_masked_row_stays_zero():
             assert (weights[1][:, ~mask[1]] == 0).all() and (weights[1].sum(-1) == 1).all()
 
 
-@pytest.mark.parametrize("local", [None, "p"])
-def test_straight_through_gradient_is_the_soft_weights_gradient(local):
-    # loss = sum(context * R) is linear in the weights: dL/dweights = R value^T does not depend on the
-    # forward weights, so the straight-through gradient through the scores (query and score weights)
-    # equals the soft layer's. Through `value` directly it differs (one-hot vs soft weights).
+def hard_and_soft_gradients(local, loss_of):
+    """d loss_of(context) / d (query, score weights) of the hard layer (straight-through, at its
+    argmax) and of the soft layer with the same weights, and the hard layer's context."""
     query, key, value = inputs(3)
-    r = np.random.default_rng(5).normal(size=(BATCH, 3, DV)).astype("float32")
     grads = {}
     for probability in ("soft", "hard"):
         layer, _ = layer_with_weights("general", local=local, window=2, probability=probability)
         q = tf.Variable(query)
         with tf.GradientTape() as tape:
-            context, weights = layer(q, value, key=key, value_mask=MASK, training=True)
-            loss = tf.reduce_sum(context * r)
+            context, weights = layer(q, value, key=key, value_mask=MASK)
+            loss = loss_of(context)
         grads[probability] = [to_numpy(g) for g in tape.gradient(loss, [q, *layer.trainable_weights])]
         if probability == "hard":
             assert set(np.unique(to_numpy(weights))) == {0.0, 1.0}
-    for soft, hard in zip(grads["soft"], grads["hard"]):
-        assert np.abs(soft).max() > 1e-4
-        np.testing.assert_allclose(hard, soft, rtol=1e-5, atol=1e-6)
+            hard_context = context
+    return grads["soft"], grads["hard"], hard_context
+
+
+@pytest.mark.parametrize("local", [None, "p"])
+def test_straight_through_equals_the_soft_gradient_for_a_loss_linear_in_the_context(local):
+    # loss = sum(context * R) is linear in the context: dL/dcontext = R whatever the weights, so the
+    # straight-through gradient through the scores (query and score weights) equals the soft layer's.
+    # This holds for such a loss only (next test). Through `value` directly it differs (one-hot vs soft).
+    r = np.random.default_rng(5).normal(size=(BATCH, 3, DV)).astype("float32")
+    soft, hard, _ = hard_and_soft_gradients(local, lambda context: tf.reduce_sum(context * r))
+    for s, h in zip(soft, hard):
+        assert np.abs(s).max() > 1e-4
+        np.testing.assert_allclose(h, s, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("local", [None, "p"])
+def test_straight_through_is_biased_for_a_loss_not_linear_in_the_context(local):
+    # loss = sum(tanh(context)^2): straight-through takes dL/dcontext at the one-hot context c_hard and
+    # passes it through the soft weights' Jacobian: J_soft^T dL/dc(c_hard). The soft gradient is
+    # J_soft^T dL/dc(c_soft). They differ wherever dL/dc does, so straight-through is biased here: the
+    # soft gradient is computed by autodiff of the soft layer, and the straight-through one equals the
+    # soft layer's backward pass fed with dL/dc at c_hard, 2 tanh(c_hard) (1 - tanh(c_hard)^2).
+    def loss_of(context):
+        return tf.reduce_sum(tf.tanh(context) ** 2)
+
+    soft, hard, c_hard = hard_and_soft_gradients(local, loss_of)
+    t = tf.tanh(c_hard)
+    at_hard = 2 * t * (1 - t * t)  # (batch, t_q, dv): dL/dc at the hard context
+    linear, _, _ = hard_and_soft_gradients(local, lambda context: tf.reduce_sum(context * tf.stop_gradient(at_hard)))
+    for s, h, j in zip(soft, hard, linear):
+        np.testing.assert_allclose(h, j, rtol=1e-5, atol=1e-6)
+    gap = np.abs(hard[0] - soft[0]).max()  # d loss / d query
+    assert gap > 0.2 * np.abs(soft[0]).max() > 0, (gap, np.abs(soft[0]).max())
 
 
 def test_the_soft_gradient_matches_finite_differences():
-    # The straight-through gradient is the soft one (above); here the soft one against central differences.
+    # The soft gradient the straight-through one is compared with above, against central differences.
     layer, _ = layer_with_weights("general", local="p", window=2)
     query, key, value = (x.astype("float64") for x in inputs(3))
     r = np.random.default_rng(5).normal(size=(BATCH, 3, DV))

@@ -203,6 +203,15 @@ def test_bad_sizes_are_refused_naming_the_argument(kwargs, message):
         MultiHeadAttention(**kwargs)(query, value, key=key)
 
 
+@pytest.mark.parametrize("probability", ["hard", "sparse"])
+def test_a_probability_other_than_soft_is_refused_not_ignored(probability):
+    # Every head's weights are a softmax: hard attention would have been reported by get_config and
+    # stayed soft (issue 43, defect 6).
+    with pytest.raises(ValueError, match=f"soft attention only.*Received: probability='{probability}'"):
+        MultiHeadAttention(probability=probability)
+    assert MultiHeadAttention(probability="soft").get_config()["probability"] == "soft"
+
+
 # -- Keras conventions ------------------------------------------------------------------------------
 
 

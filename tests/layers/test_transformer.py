@@ -26,7 +26,12 @@ from tfattn.training.step import make_train_step
 SOURCE = np.array([[5, 6, 7, 3, 0, 0], [3, 4, 5, 6, 8, 3]])  # sentence 0: two padding positions
 TARGET_IN = np.array([[2, 4, 9, 11, 0], [2, 12, 3, 7, 7]])  # t_out 5
 POSITIONS = ["sinusoidal", "learned", "relative", "none"]
-SMALL = dict(units=8, heads=2, ff_dim=16, num_layers=2, relative_clip=2)
+SMALL = dict(units=8, heads=2, ff_dim=16, num_layers=2)
+
+
+def clip(positions):
+    """Relative positions clipped at 2 (relative_clip is refused with other positions)."""
+    return {"relative_clip": 2} if positions == "relative" else {}
 
 
 def to_numpy(x):
@@ -35,8 +40,11 @@ def to_numpy(x):
 
 def transformer(positions="sinusoidal", max_length=8, seed=0, **kwargs):
     keras.utils.set_random_seed(seed)
-    settings = {**SMALL, **kwargs}
-    model = Seq2Seq(*transformer_layers(30, 20, positions=positions, max_length=max_length, **settings))
+    settings = {**SMALL, **clip(positions), **kwargs}
+    encoder, decoder = transformer_layers(30, 20, positions=positions, max_length=max_length, **settings)
+    if max_length < SOURCE.shape[1]:  # the encoder covers SOURCE: learned positions past max_length are refused
+        encoder = transformer_layers(30, 20, positions=positions, max_length=SOURCE.shape[1], **settings)[0]
+    model = Seq2Seq(encoder, decoder)
     model((SOURCE, TARGET_IN))
     return model
 
@@ -145,7 +153,7 @@ def test_model_config_norm_builds_pre_or_post_norm_stacks(norm):
 @pytest.mark.parametrize("positions", POSITIONS)
 def test_encoder_outputs_do_not_depend_on_padding(positions):
     keras.utils.set_random_seed(0)
-    encoder = TransformerEncoder(30, **SMALL, positions=positions, max_length=8)
+    encoder = TransformerEncoder(30, **SMALL, **clip(positions), positions=positions, max_length=8)
     outputs, state, _ = encoder(SOURCE)
     alone, alone_state, _ = encoder(SOURCE[:1, :4])  # sentence 0 without its padding
     np.testing.assert_allclose(to_numpy(outputs)[0, :4], to_numpy(alone)[0], atol=1e-5)
@@ -225,7 +233,8 @@ def test_attention_is_the_last_blocks_cross_attention_averaged_over_heads():
 @pytest.mark.parametrize("positions", ["sinusoidal", "relative"])
 def test_float16_is_finite_and_padding_still_gets_exactly_zero(positions):
     keras.utils.set_random_seed(0)
-    encoder, decoder = transformer_layers(30, 20, positions=positions, max_length=8, dtype="float16", **SMALL)
+    encoder, decoder = transformer_layers(30, 20, positions=positions, max_length=8, dtype="float16", **SMALL,
+                                          **clip(positions))
     logits, attention = map(to_numpy, Seq2Seq(encoder, decoder)((SOURCE, TARGET_IN)))
     assert logits.dtype == "float16" and np.isfinite(logits).all()
     assert (attention[0, :, 4:] == 0).all()
@@ -376,7 +385,7 @@ class KerasHarness(testing.TestCase):
                             run_training_check=False)
 
     def test_encoder(self):
-        self.run_layer_test(TransformerEncoder, init_kwargs={"vocab_size": 30, **SMALL, "positions": "relative"},
+        self.run_layer_test(TransformerEncoder, init_kwargs={"vocab_size": 30, **SMALL, **clip("relative"), "positions": "relative"},
                             input_data=SOURCE, expected_output_shape=((2, 6, 8), {"h": (2, 8)}, (2, 6)),
                             run_training_check=False, run_mixed_precision_check=False)
 
@@ -386,3 +395,13 @@ class KerasHarness(testing.TestCase):
                             input_shape={"target_in_shape": (2, 5), "encoder_outputs_shape": (2, 6, 8)},
                             input_dtype={"target_in_shape": "int32", "encoder_outputs_shape": "float32"},
                             expected_output_shape=((2, 5, 20), (2, 5, 6)), run_training_check=False)
+
+
+def test_learned_positions_past_max_length_are_refused_by_the_encoder():
+    from tfattn.layers.transformer import TransformerEncoder
+
+    encoder = TransformerEncoder(vocab_size=10, units=8, heads=2, positions="learned", max_length=4)
+    encoder(np.ones((1, 4), "int32"))  # as long as max_length: taken
+    with pytest.raises(ValueError, match=r"has learned position vectors for max_length=4 steps and was given 6: .*"
+                                         r"Received: ids.shape=\(1, 6\)"):
+        encoder(np.ones((1, 6), "int32"))

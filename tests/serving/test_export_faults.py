@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -208,3 +209,119 @@ def test_translate_with_a_run_in_progress_says_how_to_export_it(project, capsys)
     assert f"export its latest checkpoint: tfattn export --model {run} --out EXPORT --checkpoint latest" in line
     status, _, err = run_main(capsys, "translate", "--model", run, "5 march 2019")  # ended: stopped early
     assert status == 2 and f"{run} is a run without an export" in error_line(err)
+
+
+# -- issue 43, defect 4: a reader never loads half of an export being replaced ----------------------
+
+# A writer that puts the export at argv[1] in place of the one at argv[2] as `tfattn export` does
+# (`files.export_workspace`, `files.swap_in`), and stops itself (SIGSTOP) right after the new
+# saved_model.pb is in place, before the new variables: the old graph's variables, the new graph.
+# With argv[3] = "loop", it swaps argv[1] and argv[4] in turn, without stopping, until the file
+# argv[5] exists (the reader's last load is done), and prints how many times it swapped.
+SWAPPING_WRITER = """
+import os, shutil, signal, sys
+from tfattn import files
+ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "variables", "assets", "assets.extra", "fingerprint.pb",
+           "tfattn_config.json")
+rename, target_path = os.rename, os.path.realpath(sys.argv[2])
+
+def rename_then_stop(a, b):
+    rename(a, b)
+    if os.path.realpath(b) == os.path.join(target_path, "saved_model.pb"):
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+def replace(source, stop):
+    with files.export_workspace(sys.argv[2]) as (work, target):
+        new = os.path.join(work, "new")
+        shutil.copytree(source, new)
+        os.rename = rename_then_stop if stop else rename
+        try:
+            files.swap_in(work, target, new, retire=ENTRIES)
+        finally:
+            os.rename = rename
+
+if sys.argv[3] == "loop":
+    swaps = 0
+    while not os.path.exists(sys.argv[5]):
+        replace(sys.argv[1] if swaps % 2 else sys.argv[4], stop=False)
+        swaps += 1
+    print(swaps)
+else:
+    replace(sys.argv[1], stop=True)
+    print("replaced")
+"""
+
+# A reader: loads the export at argv[1] as `tfattn translate` does and prints its translation; with
+# argv[2] = N, N times, printing one line per load ("ok" or the error), then makes the file argv[3].
+READER = """
+import sys
+import tensorflow as tf
+from tfattn.serving.translator import load
+def translation():
+    loaded = load(sys.argv[1])
+    return loaded.signatures["translate"](text=tf.constant(["5 march 2019"]))["text"].numpy()[0].decode()
+if len(sys.argv) == 2:
+    print(translation())
+else:
+    for _ in range(int(sys.argv[2])):
+        try:
+            translation()
+            print("ok", flush=True)
+        except Exception as error:
+            print(f"failed: {type(error).__name__}: {str(error)[:300]}", flush=True)
+    open(sys.argv[3], "w").close()
+"""
+
+
+def child(script, *args):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def waits_on_a_lock(pid):
+    """Whether the process `pid` is blocked waiting for a file lock (a `->` line of /proc/locks)."""
+    with open("/proc/locks", encoding="ascii") as f:
+        return any("->" in line and f" {pid} " in line for line in f)
+
+
+@pytest.fixture
+def two_exports(exported_dates, bahdanau_translator, tmp_path):
+    """`(path, other)`: a copy of the session's Luong export, and a Bahdanau export (other weights,
+    another graph) to put in its place."""
+    path = tmp_path / "proj"
+    shutil.copytree(exported_dates, path)
+    return str(path), export(bahdanau_translator, str(tmp_path / "other"))
+
+
+def test_a_reader_never_loads_an_export_half_replaced(two_exports):
+    path, other = two_exports
+    writer = child(SWAPPING_WRITER, other, path, "stop")
+    wait_until_stopped(writer)  # the new graph in place, the old variables still there
+    reader = child(READER, path)
+    deadline = time.monotonic() + 600  # a guard against a hang only: the reader waits for the lock
+    while reader.poll() is None and not waits_on_a_lock(reader.pid):
+        assert time.monotonic() < deadline, "the reader neither finished nor waited for the export's lock"
+        time.sleep(0.05)
+    assert reader.poll() is None, f"the reader loaded the half-replaced export: {reader.communicate()}"
+    os.kill(writer.pid, signal.SIGCONT)
+    assert writer.wait(timeout=600) == 0 and writer.stdout.read().strip() == "replaced", writer.stderr.read()
+    out, err = reader.communicate(timeout=600)
+    assert reader.returncode == 0, err
+    assert out.strip() == translation(other).decode(), "the reader waited and loaded the new export whole"
+
+
+@pytest.mark.long  # two processes loading and replacing, a minute or two: make test-long
+def test_exports_replaced_in_a_loop_while_another_process_loads_them(two_exports, tmp_path):
+    # The writer swaps the two exports in turn for as long as the reader loads: every load meets swaps.
+    path, other = two_exports
+    original, done = str(tmp_path / "original"), tmp_path / "reader-done"
+    shutil.copytree(path, original)
+    writer = child(SWAPPING_WRITER, other, path, "loop", original, done)
+    reader = child(READER, path, 20, done)
+    out, err = reader.communicate(timeout=1800)
+    writes, writer_err = writer.communicate(timeout=600)
+    assert writer.returncode == 0 and int(writes) > 20, writer_err[-2000:]
+    loads = out.splitlines()
+    assert len(loads) == 20 and all(line == "ok" for line in loads), (loads, err[-2000:])
+    assert "WARNING:tensorflow" not in err, err[-2000:]  # (TensorFlow's own warnings of a bad restore)

@@ -88,7 +88,8 @@ def tokenizers(dates_data):
 
 def translator(kind, tokenizers):
     source, target = tokenizers
-    config = tfattn.ModelConfig(embedding_dim=8, units=8, max_source_length=source.max_length,
+    embedding = {} if KINDS[kind].get("attention") == "transformer" else {"embedding_dim": 8}  # its own: units
+    config = tfattn.ModelConfig(**embedding, units=8, max_source_length=source.max_length,
                                 max_target_length=target.max_length, **KINDS[kind])
     model = tfattn.make_model(config, source.vocab_size, target.vocab_size)
     return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=target.max_length))

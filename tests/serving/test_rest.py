@@ -105,3 +105,52 @@ def test_json_numbers_serve_the_typed_scalars(versioned):
 def test_bad_requests_are_named(args, message):
     with pytest.raises(ValueError, match=message):
         rest.rest_request(*args)
+
+
+def test_a_generator_of_texts_is_read_into_the_request():
+    assert rest.rest_request(t for t in ["5.3.19", "1 may 2020"]) == rest.rest_request(["5.3.19", "1 may 2020"])
+    beam = rest.rest_request((t for t in ["5.3.19"]), beam_width=2)
+    assert beam["inputs"]["text"] == ["5.3.19"]
+    with pytest.raises(ValueError, match=r"texts must be a list of str \(or another iterable of str\); one is a int"):
+        rest.rest_request(iter(["a", 3]))
+
+
+@pytest.mark.parametrize("beam_width", [4.7, 4.0, float("nan"), float("inf"), 0, -2, True, [4], np.array([4]), "4"])
+def test_beam_width_must_be_an_int_of_at_least_one(beam_width):
+    with pytest.raises(ValueError, match=r"^beam_width must be an int >= 1\. Received: beam_width="):
+        rest.rest_request(["x"], beam_width=beam_width)
+
+
+@pytest.mark.parametrize("length_penalty", [float("nan"), float("inf"), -float("inf"), "0.6", [0.6], True])
+def test_length_penalty_must_be_a_finite_number(length_penalty):
+    with pytest.raises(ValueError, match=r"^length_penalty must be a finite number\. Received: length_penalty="):
+        rest.rest_request(["x"], beam_width=2, length_penalty=length_penalty)
+
+
+def test_numpy_scalars_are_written_as_json_numbers():
+    body = rest.rest_request(["x"], beam_width=np.int64(3), length_penalty=np.float32(0.5))
+    assert json.dumps(body["inputs"], allow_nan=False) == '{"text": ["x"], "beam_width": 3, "length_penalty": 0.5}'
+
+
+def test_a_row_form_response_needs_outputs_with_one_batch():
+    with pytest.raises(ValueError, match=r"outputs must hold at least one output.*Received: outputs with first "
+                                         r"axes \{\}"):
+        rest.rest_response({}, row_form=True)
+    with pytest.raises(ValueError, match=r"Received: outputs with first axes \{'a': 2, 'b': 3\}"):
+        rest.rest_response({"a": np.zeros(2), "b": np.zeros(3)}, row_form=True)
+    assert rest.rest_response({}, row_form=False) == {"outputs": {}}
+
+
+@pytest.mark.parametrize("body, message", [
+    ({}, r"body must hold either \"instances\" \(row form\) or \"inputs\" \(columnar form\)"),
+    ({"instances": [{"text": "x"}], "inputs": {"text": ["x"]}}, r"body must hold either \"instances\""),
+    ({"instances": [{"txt": "x"}]}, r"body's instances must give every input of the signature \(text\); "
+                                    r"missing: text"),
+    ({"signature_name": "translate_beam", "inputs": {"text": ["x"]}},
+     r"body's inputs must give every input of the signature \(.*\); missing: beam_width, length_penalty"),
+    ({"signature_name": "nope", "inputs": {"text": ["x"]}}, r"body must be a request dict naming a signature"),
+    ("not a dict", r"body must be a request dict"),
+])
+def test_a_body_that_is_not_a_request_is_named(versioned, body, message):
+    with pytest.raises(ValueError, match=message):
+        rest.predict_locally(versioned, body)

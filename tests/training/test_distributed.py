@@ -195,6 +195,9 @@ def test_the_chief_is_the_chief_task_or_else_worker_0(cluster_, task, chief):
                                "strategy='horovod'"),
     (dict(strategy="mirrored", replicas=0), "replicas must be an int >= 1 or None. Received: replicas=0"),
     (dict(strategy="multiworker", replicas=2), "replicas is the number of devices of the mirrored strategy"),
+    (dict(strategy="multiworker", worker_timeout=0), "worker_timeout must be a number of seconds > 0. Received: "
+                                                     "worker_timeout=0"),
+    (dict(worker_timeout=float("inf")), "worker_timeout must be a number of seconds > 0"),
 ])
 def test_a_bad_distribute_config_is_refused(kwargs, message):
     with pytest.raises(ValueError) as error:
@@ -247,7 +250,8 @@ def test_replicas_without_the_mirrored_strategy_is_refused(tmp_path, capsys):
     status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "d.txt"), "--out", str(tmp_path / "run"),
                               "--replicas", "2", *TRAIN_FLAGS)
     assert status == 2
-    assert err.startswith("tfattn: error: replicas is the number of devices of the mirrored strategy")
+    assert err.startswith("tfattn: error: --replicas is the number of devices of --strategy mirrored")
+    assert err.strip().endswith("pass --strategy mirrored. Received: --replicas 2")  # the flags, not the fields
 
 
 def test_the_run_config_keeps_its_strategy():

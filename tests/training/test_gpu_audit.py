@@ -54,7 +54,7 @@ KINDS = {
     "luong-local-m-hard": ModelConfig(attention="luong", local="m", window=2, hard=True, **TINY),
     "multihead": ModelConfig(attention="luong", heads=2, **TINY),
     "transformer-encoder": ModelConfig(attention="bahdanau", encoder="transformer", heads=2, **TINY),
-    "transformer": ModelConfig(attention="transformer", heads=2, positions="relative", relative_clip=2, **TINY),
+    "transformer": ModelConfig(attention="transformer", heads=2, positions="relative", relative_clip=2, units=8),
     "none": ModelConfig(attention="none", **TINY),
 }
 QUICK = ("bahdanau-gru", "luong-lstm", "transformer")

@@ -264,6 +264,23 @@ def test_no_readable_checkpoint_is_error_line(small_run, tmp_path, capsys):
     assert err.count("skipping the checkpoint ") == 4
 
 
+def test_a_damaged_best_checkpoint_points_to_the_intact_latest(small_run, tmp_path, capsys):
+    run = copy_run(small_run, tmp_path)
+    for path in glob.glob(os.path.join(run, "best", "ckpt-*.data-*")):
+        cut_in_half(path)
+    status, _, err = run_main(capsys, "export", "--model", run, "--out", str(tmp_path / "e"))
+    line = error_line(err)
+    assert status == 2 and line.startswith("tfattn: error: No best checkpoint reads back whole (the 1 named above); "
+                                           "the latest checkpoints are intact: export one with --checkpoint latest")
+    assert not (tmp_path / "e").exists()
+    status, _, err = run_main(capsys, "export", "--model", run, "--out", str(tmp_path / "e"), "--checkpoint", "latest")
+    assert status == 0 and f"exported step 144 of {run}" in err, err
+    for path in glob.glob(os.path.join(run, "checkpoints", "ckpt-*.data-*")):  # now none is intact
+        cut_in_half(path)
+    status, _, err = run_main(capsys, "export", "--model", run, "--out", str(tmp_path / "f"))
+    assert status == 2 and "; train the run again into a new --out." in error_line(err)
+
+
 @pytest.mark.parametrize("damage, message", [
     ("variables", "does not load as a SavedModel ("),
     ("empty graph", "saved_model.pb is empty (0 bytes): the export was cut short"),

@@ -10,11 +10,15 @@
   `seed_generator_state`; the distributed step shifts the seed on each replica (its own dropout).
 - `noinline`: the function attribute `_noinline`, which TensorFlow's graph optimizer honours by
   keeping a function call instead of inlining its body (`branch.cond`).
+- `cluster_wait`: `MultiWorkerMirroredStrategy` waits for every worker when it is made, for as long
+  as the class attribute `_check_health_initial_timeout` of its private `CollectiveAllReduceExtended`
+  says (0: for ever); the run bounds it by `--worker-timeout`.
 
 `tests/accel/test_private.py` checks each against what TensorFlow and Keras do today, so a release
 that changes one fails there, by name, rather than somewhere inside a training step or an export.
 """
 
+import contextlib
 import functools
 
 import tensorflow as tf
@@ -50,3 +54,18 @@ def seed_states(layer):
 def noinline(fn):
     """`fn` as a `tf.function` whose calls TensorFlow keeps as calls (never inlined into the caller)."""
     return tf.function(fn, experimental_attributes={"_noinline": True})
+
+
+@contextlib.contextmanager
+def cluster_wait(seconds):
+    """While the block runs, a `MultiWorkerMirroredStrategy` made in it waits at most `seconds` for
+    the other workers (then raises `RuntimeError`), instead of for ever."""
+    from tensorflow.python.distribute import collective_all_reduce_strategy as collective
+
+    extended = collective.CollectiveAllReduceExtended
+    before = extended._check_health_initial_timeout
+    extended._check_health_initial_timeout = max(1, int(seconds))
+    try:
+        yield
+    finally:
+        extended._check_health_initial_timeout = before

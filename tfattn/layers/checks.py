@@ -22,6 +22,13 @@ def rate(name, value):
     return float(value)
 
 
+def refuse_unused(name, value, default, applies, where, context):
+    """Refuses an argument the layer would ignore: `value` other than its `default` where it does not
+    apply (`applies` False). `where` says where it applies, `context` the arguments that decide it."""
+    if value != default and not applies:
+        raise ValueError(f"{name} applies to {where} only. Received: {name}={value!r} with {context}")
+
+
 def static_shape(x):
     """The shape of a tensor, a Keras symbolic tensor or a NumPy array as a tuple (None if unknown)."""
     shape = getattr(x, "shape", None)

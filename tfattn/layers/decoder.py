@@ -23,7 +23,7 @@ from keras import ops
 from tfattn.layers.attention import ScoredAttention
 from tfattn.layers.bahdanau import BahdanauAttention
 from tfattn.layers.luong import LuongAttention
-from tfattn.layers.checks import ShapeChecker, positive_int, rate
+from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
 from tfattn.layers.encoder import make_rnn, state_dict
 from tfattn.layers.tied import add_bias, check_tied, tied_logits
 
@@ -102,6 +102,8 @@ class Decoder(keras.layers.Layer):
         self.units = positive_int("units", units)
         self.attention = attention
         self.input_feeding = input_feeding
+        refuse_unused("input_feeding", input_feeding, True, attention == "luong", "attention='luong'",
+                      f"attention={attention!r}")
         self.rnn = rnn
         self.dropout = rate("dropout", dropout)
         self.tie_embeddings = check_tied(tie_embeddings, self.embedding_dim, self.units)

@@ -3,7 +3,7 @@
     training:   position ~ weights          (a draw: the Gumbel-max trick)
     inference:  position = argmax(weights)
     returned:   one_hot(position)           (exactly 0 or 1; padding never chosen)
-    gradient:   that of the soft weights    (straight-through)
+    gradient:   through the soft weights    (straight-through: biased, see below)
 
 The Gumbel-max trick: `argmax(log w + g)`, with `g = -log(-log u)` Gumbel noise and `u` uniform in
 (0, 1), is a draw from `w / sum(w)`; `log 0 = -inf`, so a position of weight 0 (padding, outside a
@@ -15,7 +15,12 @@ attention with REINFORCE and a baseline instead, which needs a reward (the sente
 log-likelihood), a running baseline and an entropy term in the loss: a different train step.
 Straight-through keeps the one train step and loss of every other model, and its gradient reaches
 the scores directly (not through one scalar reward per sentence), so it varies far less from draw to
-draw; its price is a bias: the gradient is that of the soft weights, not of the draw.
+draw; its price is a bias. What holds: the gradient is `J^T dL/dc`, with `J` the soft weights'
+Jacobian and `dL/dc` the loss's gradient at the context of the draw (one value, `c_hard`). The soft
+model's gradient is `J^T dL/dc` at its own context `c_soft`. The two are equal only for a loss linear
+in the context (`dL/dc` the same everywhere); for any other loss, such as the decoder's
+cross-entropy after its nonlinear layers, they differ (`tests/layers/test_attention_zoo.py` shows both
+cases, the second with `sum(tanh(c)^2)`).
 
 Reference: Xu et al. 2015, "Show, Attend and Tell", arXiv 1502.03044, section 4.1; Jang, Gu, Poole
 2017, "Categorical Reparameterization with Gumbel-Softmax", arXiv 1611.01144, section 2 (Gumbel-max)

@@ -4,16 +4,30 @@ aligned source position `p_t`, instead of to every source position (global atten
 `D` is the window's half width and `S` the source length without padding (the real positions of
 `value_mask`, which are taken to come first):
 
-- local-m (monotonic): `p_t = t`, the query's target step, clipped to `[0, S - 1]`.
+- local-m (monotonic): `p_t = t`, the query's target step, clipped to `[0, S - 1]` (a departure, below).
 - local-p (predictive): `p_t = S * sigmoid(v_p^T tanh(W_p h_t))` (eq. 9), and the softmax weights
   are multiplied by `exp(-(s - p_t)^2 / (2 sigma^2))`, `sigma = D / 2` (eq. 10); the product is not
   renormalized, as in the paper, so a row sums to less than 1.
 
-`p_t` is real for local-p; the window is centred on `p_t` rounded half up, `floor(p_t + 0.5)`, so
-that it always spans the paper's `2D + 1` positions (fewer at the sentence's ends); the Gaussian
-uses the real `p_t`, which is how `W_p` and `v_p` get a gradient. Positions outside the window and
-padding get exactly zero weight: `LuongAttention.attention_range` hands the window to the base
-(`tfattn.layers.attention.ScoredAttention`), which masks before the softmax.
+The Gaussian uses the real `p_t`, which is how `W_p` and `v_p` get a gradient. Positions outside the
+window and padding get exactly zero weight: `LuongAttention.attention_range` hands the window to the
+base (`tfattn.layers.attention.ScoredAttention`), which masks before the softmax.
+
+Two departures from the paper, on purpose (`docs/models.md`, "Where the code departs from the
+papers"; `tests/layers/test_paper_departures.py` pins both against the paper's rule):
+
+- The clip (local-m). The paper's window `[t - D, t + D]` is cut to the sentence, so it shrinks once
+  `t > S - 1 - D` and is empty from `t = S + D` on: a target longer than its source would decode its
+  last steps with a zero context. Here `p_t = t` is clipped to `S - 1`, and every step from `S - 1`
+  on attends to the last `D + 1` words. With `S = 7, D = 2`: the paper gives `{5, 6}` at `t = 7` and
+  nothing at `t = 9`; the layer `{4, 5, 6}` at both.
+- The rounding (local-m and local-p alike). The window is centred on `p_t` rounded half up,
+  `floor(p_t + 0.5)`, so that it spans the paper's fixed `2D + 1` positions (its `a_t` has `2D + 1`
+  entries; fewer at the sentence's ends). For a real local-p `p_t`, the paper's `[p_t - D, p_t + D]`
+  holds only `2D` whole positions, and the rounded window admits one more, up to `D + 0.5` from
+  `p_t` (`p_t = 2.5, D = 1`: the paper `{2, 3}`, the layer `{2, 3, 4}`; that position's Gaussian
+  factor is small, `exp(-4.5)` there). The centre can be `S`, one past the last word, when
+  `p_t >= S - 0.5`; the window then holds the last `D` words, as the paper's does.
 """
 
 from keras import ops

@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 from tfattn.layers.attention import ScoredAttention, build_shapes, large_negative
-from tfattn.layers.checks import ShapeChecker, positive_int
+from tfattn.layers.checks import ShapeChecker, positive_int, refuse_unused
 from tfattn.layers.local import gaussian, monotonic, predictive, source_lengths, target_steps, window
 from tfattn.layers.options import LOCALS, SCORES
 
@@ -44,6 +44,11 @@ class LuongAttention(ScoredAttention):
     `local="m"` (monotonic) and `local="p"` (predictive) attend within a window of `2D + 1`
     positions, `D = window`, around an aligned position `p_t` (`tfattn.layers.local` says how each
     finds `p_t`). `predict_positions` returns `p_t`, e.g. to mark it in a plot.
+
+    Departures from the paper (`docs/models.md`, "Where the code departs from the papers"): the
+    window is centred on `p_t` rounded half up, and local-m's `p_t = t` is clipped to the last word
+    (`tfattn.layers.local` says where each differs); `scale=True` adds a gain the paper's scores do
+    not have (`ModelConfig` and `tfattn train` turn it on by default).
 
     Args:
         score: str. One of `"dot"`, `"general"`, `"concat"`, `"location"`, `"cosine"`. Defaults to
@@ -105,6 +110,9 @@ class LuongAttention(ScoredAttention):
         self.max_length = positive_int("max_length", max_length)
         self.local = local
         self.window = positive_int("window", window)
+        refuse_unused("window", window, 10, local is not None, "local attention (local='m' or 'p')", f"local={local!r}")
+        refuse_unused("units", units, None, score == "concat" or local == "p", "score='concat' and local='p'",
+                      f"score={score!r}, local={local!r}")
 
     @property
     def uses_positions(self):

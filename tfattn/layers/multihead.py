@@ -25,7 +25,7 @@ import keras
 from keras import ops
 
 from tfattn.layers.attention import ScoredAttention, build_shapes, large_negative
-from tfattn.layers.checks import positive_int
+from tfattn.layers.checks import positive_int, refuse_unused
 from tfattn.layers.positions import RelativePositions, default_positions
 
 
@@ -135,6 +135,9 @@ class MultiHeadAttention(ScoredAttention):
                  relative_values=True, **kwargs):
         if "heads" in kwargs:  # the name of tfattn 0.1, and of configs saved by it
             num_heads = _renamed_heads(kwargs.pop("heads"), num_heads)
+        if kwargs.get("probability", "soft") != "soft":  # every head's weights are a softmax
+            raise ValueError(f"MultiHeadAttention is soft attention only: hard attention is for BahdanauAttention "
+                             f"and LuongAttention. Received: probability={kwargs['probability']!r}")
         super().__init__(**kwargs)
         self.num_heads = positive_int("num_heads", num_heads)
         self.key_dim = None if key_dim is None else positive_int("key_dim", key_dim)
@@ -142,6 +145,8 @@ class MultiHeadAttention(ScoredAttention):
         self.output_dim = None if output_dim is None else positive_int("output_dim", output_dim)
         self.relative_clip = None if relative_clip is None else positive_int("relative_clip", relative_clip)
         self.relative_values = bool(relative_values)
+        refuse_unused("relative_values", self.relative_values, True, relative_clip is not None, "relative positions "
+                      "(relative_clip)", f"relative_clip={relative_clip!r}")
         self.relative = None
 
     @property

@@ -11,8 +11,21 @@ same train step and decoded by the same loop, and the RNN `Decoder` can attend o
 
 Each block is `x + Dropout(sublayer(LayerNorm(x)))` per sublayer (`norm_first=True`, the default, with
 a final `LayerNorm`), or the paper's `LayerNorm(x + Dropout(sublayer(x)))` (`norm_first=False`).
-Normalizing first trains without a learning-rate warm-up (Xiong et al. 2020, arXiv 2002.04745),
-which the package's optimizer does not have.
+
+Where it departs from the paper, on purpose (`docs/models.md`, "Where the code departs from the
+papers"; `tests/layers/test_paper_departures.py` pins each against the paper's rule):
+
+- Pre-norm by default. Normalizing first keeps the gradients at the first layers well scaled and
+  trains with a short warm-up or none (Xiong et al. 2020, arXiv 2002.04745); the paper's post-norm
+  needs its long warm-up (section 5.3: 4,000 steps). Runs of the package warm up models with
+  multi-head attention for 1,000 steps by default all the same (`tfattn.runs.config.WARMUP_MULTIHEAD`,
+  `--warmup-steps`), which the Transformer needed at the recipe's learning rate.
+- No tying. Section 3.4 shares one matrix among the two embeddings and the pre-softmax projection
+  (over one shared vocabulary); here the decoder's projection `logits_dense` is a `Dense` layer of
+  its own, with a bias, like the RNN decoders' output layer, and the two sides keep their own
+  vocabularies. The embeddings are multiplied by `sqrt(units)`, as in section 3.4.
+- One more dropout. Besides the paper's dropout on each sublayer's output and on the embedding sums
+  (section 5.4), the decoder drops out its last hidden vector before the projection to the vocabulary.
 
 The decoder's `step` keeps the keys and values of every step it has seen in a cache of fixed size
 `(rows, heads, max_length, key_dim)` per layer: step `p` writes slot `p` and attends over slots
@@ -25,7 +38,7 @@ import math
 import keras
 from keras import ops
 
-from tfattn.layers.checks import ShapeChecker, positive_int, rate
+from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
 from tfattn.layers.multihead import MultiHeadAttention, causal_mask
 from tfattn.layers.options import POSITIONS
 from tfattn.layers.positions import LearnedPositions, SinusoidalPositions, default_positions
@@ -160,6 +173,8 @@ class _Stack(keras.layers.Layer):
         self.positions = positions
         self.max_length = positive_int("max_length", max_length)
         self.relative_clip = positive_int("relative_clip", relative_clip)
+        refuse_unused("relative_clip", relative_clip, 16, positions == "relative", "positions='relative'",
+                      f"positions={positions!r}")
         self.dropout = rate("dropout", dropout)
         self.norm_first = bool(norm_first)
         self.supports_masking = True
@@ -188,9 +203,14 @@ class _Stack(keras.layers.Layer):
 
     def embed(self, ids, positions, training=None):
         """`ids (batch, t)` at `positions (batch or 1, t)` -> `E[ids] * sqrt(units)` + positions."""
+        t = ids.shape[1]
+        if self.positions == "learned" and t is not None and t > self.max_length:
+            raise ValueError(f"{self.name} has learned position vectors for max_length={self.max_length} steps and "
+                             f"was given {t}: give it a larger max_length, or other positions. Received: "
+                             f"ids.shape={tuple(ids.shape)}")
         x = self.embedding(ids) * ops.cast(math.sqrt(self.units), self.compute_dtype)  # (batch, t, units)
         if self.position_layer is not None:
-            if self.positions == "learned":  # a step past max_length reuses the last vector
+            if self.positions == "learned":  # (a length only known when the graph runs: the last vector)
                 positions = ops.minimum(positions, self.max_length - 1)
             x = self.position_layer(x, positions=positions)
         return self.dropout_layer(x, training=training)
@@ -337,7 +357,9 @@ class TransformerDecoder(_Stack):
     >>> logits.shape, attention.shape
     (TensorShape([1, 3, 60]), TensorShape([1, 3, 4]))
 
-    Reference: Vaswani et al. 2017, arXiv 1706.03762, section 3.1 (decoder), 3.2.3 (masking) and 3.4.
+    Reference: Vaswani et al. 2017, arXiv 1706.03762, section 3.1 (decoder), 3.2.3 (masking) and 3.4
+    (the embeddings times `sqrt(units)`; not its weight tying, and with a dropout before the logits
+    the paper does not have: see the module's docstring).
     """
 
     def __init__(self, vocab_size, units, tie_embeddings=False, **kwargs):

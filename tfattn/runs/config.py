@@ -11,7 +11,7 @@ import json
 import os
 
 from tfattn.data.pipeline import DataConfig
-from tfattn.model import ModelConfig
+from tfattn.model import ModelConfig, without_unused
 from tfattn.search import DecodeConfig
 from tfattn.training.distributed import DistributeConfig
 from tfattn.training.precision import resolve_precision
@@ -150,6 +150,8 @@ def _fields_of(kind, d, where):
         if dataclasses.is_dataclass(field.default_factory):
             section = field.default_factory
             arguments = _fields_of(section, _without_retired(name, value), f"{where}{name}.")
+            if section is ModelConfig:  # options that earlier versions recorded and their models ignored
+                arguments = without_unused(arguments)
             try:
                 value = section(**arguments)
             except (TypeError, ValueError) as error:  # the section's own checks (`__post_init__`)

@@ -71,11 +71,21 @@ def _restore_newest(model, run, checkpoint, echo):
         if not paths:
             raise FileNotFoundError(f"No {checkpoint} checkpoint in {run.out}. Received: checkpoint={checkpoint!r}")
         if not gone:
-            raise ValueError(f"No checkpoint reads back whole (the {len(paths)} named above); train the run again "
-                             f"into a new --out. Received: newest={paths[0]!r}")
+            raise ValueError(f"No {checkpoint} checkpoint reads back whole (the {len(paths)} named above); "
+                             f"{_instead(run, checkpoint, paths)}. Received: newest={paths[0]!r}")
     raise OSError(f"The checkpoints of {run.out} were removed faster than they could be read ({RESTORE_ATTEMPTS} "
                   f"times); export once training has ended, or pass --checkpoint best. Received: "
                   f"checkpoint={checkpoint!r}")
+
+
+def _instead(run, checkpoint, damaged):
+    """What to do when none of the `damaged` checkpoints reads back: export the latest one, if a
+    checkpoint outside best/ is intact, or else train again."""
+    others = [p for p in _checkpoints_of(run, "latest") if p not in damaged]
+    if checkpoint == "best" and any(damage_of(p) is None for p in others):
+        return ("the latest checkpoints are intact: export one with --checkpoint latest (the newest state, "
+                "not the best by validation), or train the run again into a new --out")
+    return "train the run again into a new --out"
 
 
 def _checkpoints_of(run, checkpoint):

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import signal
+import tempfile
 import threading
 
 import keras
@@ -35,8 +36,11 @@ from tfattn.training.trainer import DivergedError, Trainer
 from tfattn.training.validation import Validator
 
 
+KEEP = object()  # `train_run(tensorboard=KEEP)`: a resumed run writes its summaries where it did
+
+
 def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, time_budget=None, corpus=None,
-              distribute=None):
+              distribute=None, tensorboard=KEEP, worker_timeout=None):
     """Trains (or resumes) a run in directory `out`; returns the summary dict.
 
     The run holds `out`'s lock from start to end (see `tfattn.runs.directory`). Nothing else is
@@ -62,6 +66,12 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
         corpus: when resuming, where the run's corpus file is now (checked against its fingerprint).
         distribute: when resuming, a `DistributeConfig` to go on under (default: the run's own); a
             checkpoint restores under any strategy.
+        tensorboard: when resuming, where its TensorBoard summaries go from now on, as
+            `RunConfig.tensorboard` (a directory, "" for RUN/tensorboard, None for none); `KEEP`
+            (default): where they went. A directory that cannot be written is refused before
+            anything is written, for a new run as for a resumed one.
+        worker_timeout: when resuming, the multiworker wait for the other workers, in seconds
+            (default: the run's own).
 
     Raises:
         tfattn.files.WriteError: a checkpoint, log or export could not be written (disk full,
@@ -69,21 +79,88 @@ def train_run(config, out, resume=False, quiet=False, echo=print, epochs=None, t
         tfattn.training.trainer.DivergedError: the loss went non-finite; the last good state is kept.
     """
     run = Run(out)
+    overrides = dict(epochs=epochs, time_budget=time_budget, corpus=corpus, distribute=distribute,
+                     tensorboard=tensorboard, worker_timeout=worker_timeout)
     if not distributed.is_chief(_strategy_name(run, config, resume, distribute)):
-        return _train_with_chief(run, config, resume, epochs, time_budget, corpus, distribute, echo)
+        return _train_with_chief(run, config, resume, overrides, echo)
+    if not resume:  # before the run directory is made
+        check_tensorboard(config.tensorboard)
+        check_replicas(config)
     with _sigterm_as_interrupt(), run.claim(resume, echo):
+        config, tokenizers, datasets, trainer = _set_up(run, config, resume, overrides, quiet, echo)
+        return _train(run, config, trainer, datasets, tokenizers, resume, echo)
+
+
+def _set_up(run, config, resume, overrides, quiet, echo):
+    """Everything before the first step: the config, the strategy (the wait for the other workers),
+    the corpus, tokenizers and model, then tokenizers.json and config.json. Ctrl-C or SIGTERM here
+    leave a run that resumes (or, before its config.json, a directory a new run may take), and say so."""
+    try:
         if resume:
-            config = _resumed_config(run, epochs, time_budget, corpus, distribute)
+            config = _resumed_config(run, **overrides)
         else:
             config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
-        strategy = distributed.make_strategy(config.distribute.strategy, config.distribute.replicas)
+        strategy = _strategy(config, echo)
         tokenizers, datasets, trainer = _prepare(config, run.tokenizers() if resume else None, strategy, quiet, echo)
         if not resume:  # once the corpus is read: a corpus refused says only that
             _log_precision(config.train, echo)
             run.write_json("tokenizers.json", {"source": tokenizers[0].get_config(),
                                                "target": tokenizers[1].get_config()})
         run.write_json("config.json", config.to_dict())
-        return _train(run, config, trainer, datasets, tokenizers, resume, echo)
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (`Terminated`)
+        how = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        then = (f"continue with: tfattn train --resume --out {run.out}" if run.exists() else
+                f"start it again with the same command")
+        echo(f"{how} while setting up, before the first step; nothing was trained. To train, {then}")
+        raise
+    return config, tokenizers, datasets, trainer
+
+
+def _strategy(config, echo):
+    d = config.distribute
+    return distributed.make_strategy(d.strategy, d.replicas, d.worker_timeout, echo)
+
+
+def check_tensorboard(path, resumed=False):
+    """Refuses a TensorBoard directory (`RunConfig.tensorboard`) that cannot be written, before the run
+    writes anything: a file, under a file, or where no directory can be made. "" (RUN/tensorboard,
+    checked with the run directory) and None (none) pass. The check makes the directory and a file
+    in it, and removes what it made."""
+    if not path:
+        return
+    path = os.path.abspath(path)
+    try:
+        _try_writing_in(path)
+    except OSError as error:
+        reason = "it is a file" if os.path.isfile(path) else files.reason_of(error)
+        if resumed:
+            raise ValueError(f"The run's TensorBoard directory {path} (in its config.json) cannot be written: {reason}. "
+                             f"Resume with --tensorboard DIR to write its summaries there instead, or with "
+                             f"--no-tensorboard. Received: tensorboard={path!r}") from None
+        raise ValueError(f"--tensorboard {path} cannot be written: {reason}; pass a directory this process can "
+                         f"write, or --no-tensorboard. Received: --tensorboard {path!r}") from None
+
+
+def _try_writing_in(path):
+    made, parent = [], path
+    while not os.path.lexists(parent):
+        made.append(parent)
+        parent = os.path.dirname(parent)
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    finally:
+        for directory in made:  # deepest first
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+
+
+def check_replicas(config):
+    """Refuses more mirrored replicas than devices or than rows in a batch, before any setup."""
+    d = config.distribute
+    if d.strategy == "mirrored" and d.replicas is not None:
+        distributed.check_replicas(d.replicas, config.data.batch_size)
 
 
 def _log_precision(train, echo):
@@ -98,7 +175,7 @@ def _strategy_name(run, config, resume, distribute):
         return distribute.strategy
     if resume and run.exists():
         return read_run_config(run.path("config.json")).distribute.strategy
-    return config.distribute.strategy
+    return "default" if config is None else config.distribute.strategy  # (None: a resume of no run, refused next)
 
 
 def _prepare(config, tokenizers, strategy, quiet, echo):
@@ -130,24 +207,26 @@ def _what_workers_share(config, tokenizers):
     return json.dumps(shared, sort_keys=True, default=str)
 
 
-def _train_with_chief(run, config, resume, epochs, time_budget, corpus, distribute, echo):
+def _train_with_chief(run, config, resume, overrides, echo):
     """A worker of a multiworker run that is not its chief: trains in step with the chief and writes
     nothing. A new run takes `config` (the same as the chief's); a resumed one reads the run's
     config.json and tokenizers.json at `run` (the chief's directory on a shared file system, or a
-    copy of the two files), and goes on from the chief's state, which the chief restores."""
+    copy of the two files), and goes on from the chief's state, which the chief restores. Ctrl-C
+    and SIGTERM end it in any phase, the wait for the other workers included."""
     if resume and not run.exists():
         raise FileNotFoundError(f"This worker resumes the run with its chief, and reads the run's config.json and "
                                 f"tokenizers.json in --out, which has no config.json: point --out at the chief's run "
                                 f"directory on a shared file system, or copy the two files there. Received: "
                                 f"out={run.out!r}")
-    if resume:
-        config = _resumed_config(run, epochs, time_budget, corpus, distribute)
-    else:
-        config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
-    strategy = distributed.make_strategy(config.distribute.strategy, config.distribute.replicas)  # first
-    tokenizers, task = run.tokenizers() if resume else None, distributed.task_name()
-    _, datasets, trainer = _prepare(config, tokenizers, strategy, True, lambda line: echo(f"{task}: {line}"))
     with _sigterm_as_interrupt():
+        if resume:
+            config = _resumed_config(run, **{**overrides, "tensorboard": KEEP})  # (the chief writes them)
+        else:
+            config = dataclasses.replace(config, corpus=with_fingerprint(config.corpus))
+        task = distributed.task_name()
+        strategy = _strategy(config, lambda line: echo(f"{task}: {line}"))  # first
+        tokenizers = run.tokenizers() if resume else None
+        _, datasets, trainer = _prepare(config, tokenizers, strategy, True, lambda line: echo(f"{task}: {line}"))
         trainer.fit(datasets["train"])
     echo(f"{task}: trained {trainer.step} steps with the chief; it writes the run")
     return {"task": task, "chief": False, "steps": trainer.step, "nonfinite_steps": trainer.nonfinite_steps}
@@ -184,10 +263,17 @@ def check_memory(model, source_vocab_size, target_vocab_size):
                          f"Received: units={c.units}, layers={c.num_layers}, embedding_dim={c.embedding_dim}")
 
 
-def _resumed_config(run, epochs, time_budget, corpus=None, distribute=None):
+def _resumed_config(run, epochs=None, time_budget=None, corpus=None, distribute=None, tensorboard=KEEP,
+                    worker_timeout=None):
     config = read_run_config(run.path("config.json"))
     if distribute is not None:  # a checkpoint restores under any strategy
         config.distribute = distribute
+    if worker_timeout is not None:
+        config.distribute = dataclasses.replace(config.distribute, worker_timeout=worker_timeout)
+    if tensorboard is not KEEP:
+        config.tensorboard = tensorboard
+    check_tensorboard(config.tensorboard, resumed=True)
+    check_replicas(config)
     if corpus is not None:  # the run's file, moved: checked against its fingerprint when loaded
         config.corpus.corpus = os.path.abspath(corpus)
     if not config.corpus.fingerprint:  # a run of an earlier version: from now on, this file's

@@ -11,20 +11,21 @@ computes with those very ICU ops:
    syllables) is a key of a table; a text is cut into characters (`UnicodeDecode`, `UnicodeEncode`),
    each looked up, and joined again. Case folding and decomposition map one character at a time,
    so this equals ICU's result up to the order of combining marks.
-2. Canonical order. A run of combining marks is put in the order of their combining classes, as
-   decomposition does (`"e\u0301\u0323"` -> `"e\u0323\u0301"`), by regular-expression swaps, run only
-   on texts that hold two marks side by side.
-3. Composition (NFC, for detokenized output): the text is cut into clusters (a character and the
-   marks after it; a Hangul syllable's jamo) and each cluster is looked up in a table of composed
-   forms: every precomposed character's decomposition, and every cluster of a character of the
-   vocabularies with one or two of their marks (three, for vocabularies of up to 12 marks).
+2. Canonical order. Each run of combining marks is sorted by combining class, stably, as
+   decomposition does (`"e\u0301\u0323"` -> `"e\u0323\u0301"`): one sort of the text's code points
+   by (run, class), whatever the length of the run (no pass count that a long run could exceed).
+3. Composition (NFC, for detokenized output): Unicode's canonical composition algorithm (UAX #15,
+   section 1.3), run on the code points of every run of a starter and the characters that may
+   compose with it: each is composed into the last starter when a pair table (every primary
+   composite's two characters, checked with ICU, and the Hangul syllables) holds the pair and no
+   character between them blocks it. A loop over the positions in a run: as many steps as the
+   longest run has characters, no fixed number.
 
-Where it differs from ICU: a cluster of marks that neither covers (more marks than that, or marks
-after a character outside the vocabularies) stays decomposed in detokenized text where ICU would
-compose part of it. The composing forms (NFC, NFKC) of a source tokenizer would share that limit in
-its tokens, so `CoreTokenizer.exact_for` takes only NFKD (the default) and NFD tokenizers. The
-combining classes are Python's `unicodedata` (Unicode 14): a mark assigned later counts as class 0.
-`tests/serving/test_core_text.py` checks tokens, ids and text against ICU over mixed scripts.
+So tokens, ids and detokenized text are ICU's by construction, for any input:
+`tests/serving/test_core_text.py` compares them with ICU's over random strings of stacked marks,
+emoji and invalid bytes. Where they can differ: the combining classes are Python's `unicodedata`
+(Unicode 14), so a mark assigned later than ICU's data counts as class 0 here, and the composing
+forms (NFC, NFKC) of a source tokenizer are left to tensorflow-text (`CoreTokenizer.exact_for`).
 """
 
 import functools
@@ -37,8 +38,7 @@ from tfattn.data.text import Tokenizer
 
 USES = ("tokenize", "detokenize")
 MISSING = "\x00"  # a table's default: no folded, normalized or composed form holds a NUL
-CLUSTER = "\x1f"  # put before each cluster to cut a text into clusters; controls never reach here
-HANGUL_CLUSTER = "[\u1100-\u1112][\u1161-\u1175][\u11a8-\u11c2]?"  # leading, vowel, optional trailing jamo
+PAIR = 0x110000  # a pair of code points (a, b) is the key a * PAIR + b of the composition table
 
 
 def _code_points():
@@ -66,79 +66,44 @@ def folding_pairs(lowercase, normalization):
     return tuple(c for c, _ in pairs), tuple(f for _, f in pairs)
 
 
-@functools.lru_cache(maxsize=8)
-def composition_pairs(characters=frozenset()):
-    """(clusters, composed forms): every precomposed character's canonical decomposition, and each
-    cluster of a base in `characters` (or a space, or none) with one or two marks of `characters`,
-    whose NFC form (by tensorflow-text, ICU) differs from it."""
+@functools.lru_cache(maxsize=1)
+def combining_classes():
+    """(code points, their canonical combining class): every code point of a non-zero class
+    (Python's `unicodedata`)."""
+    pairs = [(c, unicodedata.combining(chr(c))) for c in map(ord, _code_points()) if unicodedata.combining(chr(c))]
+    return tuple(c for c, _ in pairs), tuple(k for _, k in pairs)
+
+
+@functools.lru_cache(maxsize=1)
+def composition_pairs():
+    """(first * 0x110000 + second, composite): every pair of code points that NFC composes into one,
+    the primary composites' canonical decompositions that ICU composes again (exclusions and singletons
+    left out) and the Hangul syllables' (leading + vowel jamo, then that syllable + trailing jamo)."""
     import tensorflow_text as tf_text
 
-    pairs = dict(_precomposed())
-    marks = sorted(c for c in characters if unicodedata.category(c).startswith("M"))
-    bases = sorted({c for c in characters if c not in marks} | {" ", ""})
-    runs = [m for m in marks] + ([a + b for a in marks for b in marks] if len(marks) <= 32 else [])
-    runs += [a + b + c for a in marks for b in marks for c in marks] if len(marks) <= 12 else []
-    clusters = [b + r for b in bases for r in runs if b + r not in pairs]
-    if clusters:
-        composed = _icu_map(clusters, lambda x: tf_text.normalize_utf8(x, "NFC"))
-        pairs.update({k: v for k, v in zip(clusters, composed) if k != v})
-    return tuple(pairs), tuple(pairs.values())
-
-
-@functools.lru_cache(maxsize=1)
-def _precomposed():
-    """(decomposition, character) for every precomposed character (ICU's NFC gives it back)."""
-    import tensorflow_text as tf_text
-
-    chars = _code_points()
-    decomposed = _icu_map(chars, lambda x: tf_text.normalize_utf8(x, "NFD"))
-    recomposed = _icu_map(decomposed, lambda x: tf_text.normalize_utf8(x, "NFC"))
-    return tuple((d, c) for c, d, r in zip(chars, decomposed, recomposed) if d != c and r == c)
-
-
-def _class_of(chars):
-    """A regular-expression character class of `chars` (sorted code points), as ranges."""
-    ranges, start = [], None
-    for i, c in enumerate(chars):
-        if start is None:
-            start = c
-        if i + 1 == len(chars) or ord(chars[i + 1]) != ord(c) + 1:
-            ranges.append(f"\\x{{{ord(start):x}}}" + ("" if start == c else f"-\\x{{{ord(c):x}}}"))
-            start = None
-    return "[" + "".join(ranges) + "]"
-
-
-@functools.lru_cache(maxsize=1)
-def reordering_patterns():
-    """(a pattern for two adjacent marks of a non-zero class, one swap pattern per class k: a mark
-    of a higher class followed by a mark of class k)."""
-    classes = {}
-    for c in _code_points():
-        k = unicodedata.combining(c)
-        if k:
-            classes.setdefault(k, []).append(c)
-    marks = _class_of(sorted(c for chars in classes.values() for c in chars))
-    swaps = []
-    for k in sorted(classes):
-        higher = sorted(c for j, chars in classes.items() if j > k for c in chars)
-        if higher:
-            swaps.append(f"({_class_of(higher)})({_class_of(classes[k])})")
-    return f"(?s).*{marks}{marks}.*", tuple(swaps)
-
-
-@functools.lru_cache(maxsize=1)
-def cluster_pattern():
-    """A pattern for one cluster: a Hangul syllable's jamo, or any character followed by the marks that
-    may compose with it (those of a non-zero combining class, and the few of class 0 that are the
-    second of a canonical pair, such as Oriya's U+0B3E)."""
-    following = []
+    candidates = {}
     for c in _code_points():
         parts = unicodedata.decomposition(c).split()
-        if unicodedata.combining(c):
-            following.append(c)
-        if len(parts) == 2 and not parts[0].startswith("<") and not unicodedata.combining(chr(int(parts[1], 16))):
-            following.append(chr(int(parts[1], 16)))
-    return f"(?s)({HANGUL_CLUSTER}|.{_class_of(sorted(set(following)))}*)"
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            candidates[chr(int(parts[0], 16)) + chr(int(parts[1], 16))] = c
+    pairs = [(ord(k[0]), ord(k[1]), ord(v)) for k, v, nfc in zip(
+        candidates, candidates.values(), _icu_map(list(candidates), lambda x: tf_text.normalize_utf8(x, "NFC")))
+        if nfc == v]
+    for lead in range(19):  # Hangul: 19 leading, 21 vowel, 27 trailing jamo (Unicode, section 3.12)
+        for vowel in range(21):
+            syllable = 0xAC00 + (lead * 21 + vowel) * 28
+            pairs.append((0x1100 + lead, 0x1161 + vowel, syllable))
+            pairs += [(syllable, 0x11A8 + trail, syllable + 1 + trail) for trail in range(27)]
+    return tuple(a * PAIR + b for a, b, _ in pairs), tuple(c for _, _, c in pairs)
+
+
+@functools.lru_cache(maxsize=1)
+def second_starters():
+    """The code points of class 0 that may compose with the character before them (the second of a
+    composition pair, such as Oriya's U+0B3E or a Hangul vowel): a run of characters that may compose
+    continues over them."""
+    keys, _ = composition_pairs()
+    return tuple(sorted({k % PAIR for k in keys if not unicodedata.combining(chr(k % PAIR))}))
 
 
 def lookup_or_keep(table, strings):
@@ -155,25 +120,90 @@ def join_rows(pieces, row, rows):
     return tf.raw_ops.UnsortedSegmentJoin(inputs=pieces, segment_ids=row, num_segments=rows)
 
 
-def canonical_order(texts):
-    """`(batch,)` strings -> the same with each run of combining marks in canonical order (stable by
-    combining class). Only texts with two adjacent marks make the swaps run."""
-    adjacent, swaps = reordering_patterns()
+def code_points(texts):
+    """`(batch,)` UTF-8 strings -> `(splits (batch + 1,), code points (chars,), row of each (chars,))`."""
+    splits, points = tf.raw_ops.UnicodeDecode(input=texts, input_encoding="UTF-8", Tsplits=tf.int32)
+    row = tf.raw_ops.UpperBound(sorted_inputs=splits[None, 1:], values=tf.range(tf.size(points))[None],
+                                out_type=tf.int32)[0]  # (chars,)
+    return splits, points, row
 
-    def sweep(t):
-        for pattern in swaps:
-            t = tf.strings.regex_replace(t, pattern, r"\2\1")
-        return t
 
-    def step(t, done):
-        swapped = sweep(t)
-        return swapped, tf.reduce_all(swapped == t)
+def each_character(table, texts):
+    """`(batch,)` strings -> the same with each character replaced by its value in `table`, if any."""
+    _, points, row = code_points(texts)
+    chars = tf.raw_ops.UnicodeEncode(  # one string per character: (characters,)
+        input_values=points, input_splits=tf.range(tf.size(points) + 1), output_encoding="UTF-8")
+    return join_rows(lookup_or_keep(table, chars), row, tf.size(texts))  # (batch,)
 
-    def reorder():
-        start = (texts, tf.constant(False))
-        return tf.while_loop(lambda t, done: tf.logical_not(done), step, start, maximum_iterations=16)[0]
 
-    return tf.cond(tf.reduce_any(tf.strings.regex_full_match(texts, adjacent)), reorder, lambda: texts)
+def run_starts(splits, starts_run):
+    """Bool `(chars,)`: where a run begins: at `starts_run (chars,)`, and at each text's first character."""
+    first = tf.scatter_nd(splits[:-1, None], tf.ones_like(splits[:-1]), tf.shape(starts_run) + 1)[:-1]  # (chars,)
+    return tf.logical_or(starts_run, first > 0)
+
+
+def canonical_order(texts, classes):
+    """`(batch,)` decomposed strings -> the same with each run of combining marks in canonical order:
+    the code points sorted, stably, by (run, combining class), a run being a character of class 0 and
+    the marks after it. `classes` maps a code point to its class (0 if absent)."""
+    splits, points, _ = code_points(texts)
+    k = classes.lookup(points)  # (chars,)
+    run = tf.cumsum(tf.cast(run_starts(splits, k == 0), tf.int64))  # (chars,): non-decreasing
+    order = tf.argsort(run * 256 + tf.cast(k, tf.int64), stable=True)  # classes are below 256
+    return tf.raw_ops.UnicodeEncode(input_values=tf.gather(points, order), input_splits=splits,
+                                    output_encoding="UTF-8")
+
+
+def compose(texts, classes, seconds, pairs):
+    """`(batch,)` canonically decomposed strings -> NFC: the canonical composition algorithm of UAX #15.
+
+    A run is a character and the characters after it that may compose into a starter before them
+    (a non-zero class, or `seconds`); runs are laid out as rows `(runs, longest)`, and a loop over the
+    positions 1 .. longest - 1 composes each character into its run's last starter where `pairs`
+    holds the pair and no character left between them blocks it (one of class 0, or of a class at
+    least its own), as the algorithm does from left to right."""
+    splits, points, row = code_points(texts)
+    k = classes.lookup(points)  # (chars,)
+    starts = run_starts(splits, tf.logical_and(k == 0, tf.logical_not(seconds.lookup(points) > 0)))
+    run = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # (chars,)
+    first = tf.where(starts)[:, 0]  # (runs,): each run's first character
+    position = tf.range(tf.size(points)) - tf.gather(tf.cast(first, tf.int32), run)  # (chars,)
+    shape = tf.stack([tf.size(first), tf.reduce_max(tf.concat([position, [0]], 0)) + 1])  # (runs, longest)
+    where = tf.stack([run, position], axis=1)  # (chars, 2)
+    grid = tf.tensor_scatter_nd_update(tf.fill(shape, -1), where, points)  # (runs, longest), -1: none
+    grid = _compose_runs(grid, tf.tensor_scatter_nd_update(tf.fill(shape, -1), where, k), pairs)
+    kept = tf.gather_nd(grid, where)  # (chars,): the composed code point, or -1 where it went into one
+    rows = tf.math.unsorted_segment_sum(tf.cast(kept >= 0, tf.int32), row, tf.size(texts))  # (batch,)
+    return tf.raw_ops.UnicodeEncode(input_values=tf.boolean_mask(kept, kept >= 0),
+                                    input_splits=tf.concat([[0], tf.cumsum(rows)], 0), output_encoding="UTF-8")
+
+
+def _compose_runs(grid, classes, pairs):
+    """The loop of `compose`: code points `grid (runs, longest)` and their classes -> composed, -1
+    where a character went into its starter."""
+    runs = tf.range(tf.shape(grid)[0])  # (runs,)
+
+    def step(j, grid, starter, last):
+        # starter (runs,): the position of the run's last starter (-1: none yet); last: the class of
+        # the last character left since it (-1: none). Position j's character, c, of class kj:
+        c, kj = grid[:, j], classes[:, j]
+        base = tf.gather_nd(grid, tf.stack([runs, tf.maximum(starter, 0)], axis=1))  # (runs,)
+        composite = pairs.lookup(tf.cast(base, tf.int64) * PAIR + tf.cast(c, tf.int64))  # -1: no pair
+        unblocked = tf.where(kj == 0, last < 0, (last < 0) | ((last > 0) & (last < kj)))
+        merge = (c >= 0) & (starter >= 0) & (composite >= 0) & unblocked  # (runs,)
+        grid = tf.tensor_scatter_nd_update(grid, tf.stack([runs, tf.maximum(starter, 0)], 1),
+                                           tf.where(merge, composite, base))
+        grid = tf.tensor_scatter_nd_update(grid, tf.stack([runs, tf.fill(tf.shape(runs), j)], 1),
+                                           tf.where(merge, -1, c))
+        left = (c >= 0) & ~merge  # a character left in place: a new starter (class 0), or a blocker
+        starter = tf.where(left & (kj == 0), j, starter)
+        last = tf.where(left, tf.where(kj == 0, -1, kj), last)
+        return j + 1, grid, starter, last
+
+    start = tf.where(classes[:, 0] == 0, 0, -1)  # a run that opens with a mark has no starter
+    _, grid, _, _ = tf.while_loop(lambda j, *_: j < tf.shape(grid)[1], step,
+                                  (tf.constant(1), grid, start, -tf.ones_like(start)))
+    return grid
 
 
 class CoreTokenizer(Tokenizer):
@@ -186,11 +216,12 @@ class CoreTokenizer(Tokenizer):
 
     Args:
         vocabulary, level, lowercase, normalization, max_length, vocabulary_file, name: as `Tokenizer`.
-        other_vocabulary: list of str. Tokens of another vocabulary whose characters detokenized text
-            may hold (the source's, where `[UNK]` is replaced by source tokens). Defaults to `()`.
         uses: tuple of str. `"tokenize"` (strings to tokens: the folding table) and `"detokenize"`
             (ids to strings: the composition table); an export's source tokenizer only tokenizes
             and its target tokenizer only detokenizes, so each holds one table. Defaults to both.
+            (The composition table holds every pair that NFC composes, whatever the vocabulary:
+            detokenized text is ICU's also for tokens of another vocabulary, as `[UNK]` replaced by
+            source tokens.)
 
     Example:
 
@@ -202,23 +233,24 @@ class CoreTokenizer(Tokenizer):
     """
 
     def __init__(self, vocabulary, level="word", lowercase=True, normalization="NFKD", max_length=64,
-                 vocabulary_file=None, name=None, other_vocabulary=(), uses=USES):
+                 vocabulary_file=None, name=None, uses=USES):
         super().__init__(vocabulary, level=level, lowercase=lowercase, normalization=normalization,
                          max_length=max_length, vocabulary_file=vocabulary_file, name=name)
         if not uses or set(uses) - set(USES):
             raise ValueError(f"uses must hold one or both of {USES}. Received: uses={uses!r}")
         self.uses = tuple(uses)
+        self._classes = _table(*combining_classes(), default=0)
         if "tokenize" in uses:
             self._folding = _table(*folding_pairs(lowercase, normalization))
         if "detokenize" in uses or normalization in ("NFC", "NFKC"):
-            characters = frozenset(c for t in [*vocabulary, *other_vocabulary] for c in t)
-            self._composition = _table(*composition_pairs(characters))
+            self._decomposition = _table(*folding_pairs(False, "NFD"))  # NFC composes what NFD gives
+            self._pairs = _table(*composition_pairs(), default=-1)
+            self._seconds = _table(second_starters(), (1,) * len(second_starters()), default=0)
 
     @classmethod
-    def like(cls, tokenizer, vocabulary_file=None, other_vocabulary=(), uses=USES):
+    def like(cls, tokenizer, vocabulary_file=None, uses=USES):
         """A `CoreTokenizer` with `tokenizer`'s settings and vocabulary."""
-        return cls(**tokenizer.get_config(), vocabulary_file=vocabulary_file, other_vocabulary=other_vocabulary,
-                   uses=uses)
+        return cls(**tokenizer.get_config(), vocabulary_file=vocabulary_file, uses=uses)
 
     @staticmethod
     def exact_for(tokenizer):
@@ -229,22 +261,16 @@ class CoreTokenizer(Tokenizer):
         """`(batch,)` strings -> folded (if `lowercase`) and normalized: character by character from
         the folding table, marks in canonical order, then composed for NFC and NFKC."""
         self._check_use("tokenize")
-        splits, code_points = tf.raw_ops.UnicodeDecode(input=texts, input_encoding="UTF-8", Tsplits=tf.int32)
-        chars = tf.raw_ops.UnicodeEncode(  # one string per character: (characters,)
-            input_values=code_points, input_splits=tf.range(tf.size(code_points) + 1), output_encoding="UTF-8")
-        row = tf.raw_ops.UpperBound(sorted_inputs=splits[None, 1:], values=tf.range(tf.size(code_points))[None],
-                                    out_type=tf.int32)[0]  # (characters,): the row of each
-        texts = join_rows(lookup_or_keep(self._folding, chars), row, tf.size(texts))  # (batch,)
-        texts = canonical_order(texts)
+        texts = canonical_order(each_character(self._folding, texts), self._classes)
         return self.compose(texts) if self.normalization in ("NFC", "NFKC") else texts
 
     def compose(self, texts):
-        """`(batch,)` canonically decomposed strings -> NFC, cluster by cluster from the composition table."""
+        """`(batch,)` strings -> NFC: decomposed (NFD), marks put in canonical order, then composed
+        (`compose`), as ICU's NFC does."""
         if self.normalization not in ("NFC", "NFKC"):
             self._check_use("detokenize")
-        marked = tf.strings.regex_replace(texts, cluster_pattern(), CLUSTER + r"\1")
-        where, clusters, _ = tf.raw_ops.StringSplitV2(input=marked, sep=CLUSTER)  # (clusters, 2), (clusters,)
-        return join_rows(lookup_or_keep(self._composition, clusters), where[:, 0], tf.size(texts))
+        decomposed = canonical_order(each_character(self._decomposition, texts), self._classes)
+        return compose(decomposed, self._classes, self._seconds, self._pairs)
 
 
     def _check_use(self, use):
@@ -252,7 +278,11 @@ class CoreTokenizer(Tokenizer):
             raise ValueError(f"This CoreTokenizer was made without its {use} table. Received: uses={self.uses!r}")
 
 
-def _table(keys, values):
+def _table(keys, values, default=MISSING):
+    """A static table from `keys` to `values` (strings, or ints: int32 code points, int64 pairs)."""
     if not keys:  # a table needs one key at least
         keys, values = (MISSING,), (MISSING,)
-    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(list(keys), list(values)), MISSING)
+    if isinstance(default, int):
+        keys = tf.constant(keys, tf.int64 if max(keys) >= 2**31 else tf.int32)
+        values = tf.constant(values, tf.int32)
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), default)

@@ -155,7 +155,11 @@ class Translator(tf.Module):
     def translate_beam(self, text, beam_width, length_penalty):
         """Beam search; `beam_width` int32 or int64 is clamped to [1, min(vocab, 64)], `length_penalty`
         float32 or float64 to [0, 5] (NaN counts as 0). An export holds one concrete function per
-        pair of dtypes, each a cast and a call of the int32/float32 one (`BEAM_DTYPES`)."""
+        pair of dtypes, each a cast and a call of the int32/float32 one (`BEAM_DTYPES`). Both are
+        checked to be scalars when the graph runs (a caller of the exported signature can feed any
+        shape, and a vector would fail deep in the search), as `text` is checked to be `[batch]`."""
+        beam_width = tf.ensure_shape(beam_width, [], name="beam_width_must_be_a_scalar")
+        length_penalty = tf.ensure_shape(length_penalty, [], name="length_penalty_must_be_a_scalar")
         beam_width = tf.cast(tf.clip_by_value(beam_width, tf.int32.min, tf.int32.max), tf.int32)
         return self._translate_beam(text, beam_width, tf.cast(length_penalty, tf.float32))
 
@@ -414,8 +418,7 @@ def _write_export(translator, path, vocabulary, tokenizer_ops):
     `vocabulary` first (they are copied into `assets/`)."""
     src, tgt = translator.source_tokenizer, translator.target_tokenizer
     source = _from_file(src, vocabulary, "source_vocab.txt", tokenizer_ops, uses=("tokenize",))
-    target = _from_file(tgt, vocabulary, "target_vocab.txt", tokenizer_ops, uses=("detokenize",),
-                        other=src.vocabulary)
+    target = _from_file(tgt, vocabulary, "target_vocab.txt", tokenizer_ops, uses=("detokenize",))
     config_path = os.path.join(path, CONFIG_FILE)
     with open(config_path, "w", encoding="utf-8") as f:
         f.write(files.strict_json(export_config(translator, ops_of(source), ops_of(target)), indent=2,
@@ -458,13 +461,13 @@ def head_grid(model):
     return 1, getattr(getattr(decoder, "attention_layer", None), "heads", None) or 1
 
 
-def _from_file(tokenizer, directory, name, tokenizer_ops, uses, other=()):
+def _from_file(tokenizer, directory, name, tokenizer_ops, uses):
     """The same tokenizer, its tables filled from a vocabulary file (saved as an asset); a
     `CoreTokenizer` for `tokenizer_ops="core"` where it gives the same tokens, with the tables of
-    `uses` (`other`: the tokens of another vocabulary its detokenized text may hold)."""
+    `uses`."""
     path = tokenizer.write_vocabulary(os.path.join(directory, name))
     if tokenizer_ops == "core" and CoreTokenizer.exact_for(tokenizer):
-        return CoreTokenizer.like(tokenizer, vocabulary_file=path, other_vocabulary=other, uses=uses)
+        return CoreTokenizer.like(tokenizer, vocabulary_file=path, uses=uses)
     return Tokenizer(vocabulary_file=path, **tokenizer.get_config())
 
 
@@ -498,15 +501,33 @@ def load(path):
     """Loads an export (any process with `tensorflow` and `tensorflow_text`); returns the object."""
     import tensorflow_text  # noqa: F401  (registers the text ops of exports made with tokenizer_ops="text")
 
+    for attempt in range(LOAD_ATTEMPTS):
+        before = files.export_identity(path)
+        try:
+            with files.reading_export(path):  # an export being replaced (`tfattn.files.swap_in`) is waited out
+                _check_graph_file(path)
+                return tf.saved_model.load(path)
+        except (FileNotFoundError, _EmptyGraph):
+            raise
+        except (tf.errors.OpError, ValueError, IndexError, OSError, message.DecodeError) as error:
+            if files.export_identity(path) != before and attempt + 1 < LOAD_ATTEMPTS:
+                continue  # replaced while it loaded, where the file system takes no locks: again, quietly
+            raise ValueError(f"{path} does not load as a SavedModel ({files.reason_of(error)}): it is damaged or "
+                             f"incomplete. Write it again (tfattn export, or tfattn train --resume for a run's "
+                             f"export). Received: path={path!r}") from None
+
+
+LOAD_ATTEMPTS = 3  # loads of an export that another process keeps replacing, before it is called damaged
+
+
+class _EmptyGraph(ValueError):
+    """A saved_model.pb of 0 bytes."""
+
+
+def _check_graph_file(path):
     graph = os.path.join(path, "saved_model.pb")
     if not os.path.exists(graph):
         raise FileNotFoundError(f"Not a SavedModel directory (no saved_model.pb). Received: path={path!r}")
     if os.path.getsize(graph) == 0:
-        raise ValueError(f"{graph} is empty (0 bytes): the export was cut short. Write it again (tfattn export, "
-                         f"or tfattn train --resume for a run's export). Received: path={path!r}")
-    try:
-        return tf.saved_model.load(path)
-    except (tf.errors.OpError, ValueError, IndexError, OSError, message.DecodeError) as error:
-        raise ValueError(f"{path} does not load as a SavedModel ({files.reason_of(error)}): it is damaged or "
-                         f"incomplete. Write it again (tfattn export, or tfattn train --resume for a run's "
-                         f"export). Received: path={path!r}") from None
+        raise _EmptyGraph(f"{graph} is empty (0 bytes): the export was cut short. Write it again (tfattn export, "
+                          f"or tfattn train --resume for a run's export). Received: path={path!r}")

@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import socket
+import time
 
 import tensorflow as tf
 
@@ -48,6 +49,10 @@ from tfattn.training.step import build, clip_and_check, dense_gradients, forward
 STRATEGIES = ("default", "mirrored", "multiworker")
 
 SUM = tf.distribute.ReduceOp.SUM
+
+# How long a worker of a multiworker run waits for the others by default (`--worker-timeout`): long
+# enough for machines started by hand one after the other.
+WORKER_TIMEOUT = 300.0
 
 TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker", '
                      '"index": 0}}')
@@ -62,10 +67,13 @@ class DistributeConfig:
             devices) or `"multiworker"` (the machines of TF_CONFIG).
         replicas: with `"mirrored"`: that many devices, logical CPU devices on a machine without
             a GPU. None: every GPU (or the one CPU).
+        worker_timeout: with `"multiworker"`: how long, in seconds, a worker waits for the others
+            to start before it stops and names those that did not (`wait_for_workers`).
     """
 
     strategy: str = "default"
     replicas: int | None = None
+    worker_timeout: float = WORKER_TIMEOUT
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -73,29 +81,121 @@ class DistributeConfig:
         if self.replicas is not None and (not isinstance(self.replicas, int) or isinstance(self.replicas, bool)
                                           or self.replicas < 1):
             raise ValueError(f"replicas must be an int >= 1 or None. Received: replicas={self.replicas!r}")
+        timeout = self.worker_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise ValueError(f"worker_timeout must be a number of seconds > 0. Received: worker_timeout={timeout!r}")
         if self.replicas is not None and self.strategy != "mirrored":
             raise ValueError(f"replicas is the number of devices of the mirrored strategy (a multiworker run has "
                              f"one replica per worker, a default one a single replica); pass strategy='mirrored'. "
                              f"Received: strategy={self.strategy!r}, replicas={self.replicas!r}")
 
 
-def make_strategy(strategy="default", replicas=None):
+def make_strategy(strategy="default", replicas=None, worker_timeout=WORKER_TIMEOUT, echo=None):
     """The `tf.distribute.Strategy` named `strategy` (see `DistributeConfig`), or None for `"default"`.
 
     Make it before TensorFlow runs anything in the process: logical CPU devices, and the servers
-    of `MultiWorkerMirroredStrategy`, are set up when TensorFlow starts its devices.
+    of `MultiWorkerMirroredStrategy`, are set up when TensorFlow starts its devices. A
+    `"multiworker"` strategy first waits, at most `worker_timeout` seconds, for the other workers
+    to start (`wait_for_workers`, saying so through `echo`), and then bounds TensorFlow's own wait
+    for them by the same time.
 
     Raises:
         ValueError: a bad name or count; TF_CONFIG missing or malformed (`"multiworker"`); logical
             devices asked for once TensorFlow has started.
+        WorkersMissing: a worker did not start within `worker_timeout` seconds (the message names it).
     """
-    config = DistributeConfig(strategy, replicas)
+    config = DistributeConfig(strategy, replicas, worker_timeout)
     if config.strategy == "default":
         return None
     if config.strategy == "multiworker":
         tf_config()  # one clear line if TF_CONFIG is missing or malformed
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        wait_for_workers(config.worker_timeout, echo)
+        with private.cluster_wait(config.worker_timeout):  # should one leave between that wait and this
+            try:
+                return tf.distribute.MultiWorkerMirroredStrategy()
+            except RuntimeError as error:  # "Timeout waiting for the cluster"
+                raise WorkersMissing(f"The workers did not all reach TensorFlow's start within {config.worker_timeout:g} "
+                                     f"s ({error}). Received: worker_timeout={config.worker_timeout:g}") from None
     return tf.distribute.MirroredStrategy(_devices(config.replicas))
+
+
+class WorkersMissing(TimeoutError):
+    """A worker of a multiworker run did not start in time; the message names it."""
+
+
+def wait_for_workers(timeout, echo=None, environ=None):
+    """Waits until every other task of TF_CONFIG's cluster accepts connections at its address, at most
+    `timeout` seconds, listening at this task's own address meanwhile (so that the others find it up
+    too; TensorFlow's server takes the address over afterwards). Python all along: Ctrl-C and SIGTERM
+    end the wait. Says once through `echo` what it waits for.
+
+    Raises:
+        WorkersMissing: naming each task that did not start, its address, and the time waited.
+    """
+    config = tf_config(environ)
+    me = (config["task"]["type"], config["task"]["index"])
+    others = {f"{kind} {i}": address for kind, addresses in config["cluster"].items()
+              for i, address in enumerate(addresses) if (kind, i) != me}
+    listener = _listen(config["cluster"][me[0]][me[1]])
+    deadline, pending = time.monotonic() + timeout, dict(others)
+    try:
+        if pending and echo:
+            echo(f"waiting up to {timeout:g} s for {_tasks(pending)} to start (--worker-timeout)")
+        while pending:
+            pending = {name: address for name, address in pending.items() if not _accepts(address)}
+            if pending and time.monotonic() > deadline:
+                raise WorkersMissing(f"{_tasks(pending)} did not start within {timeout:g} s: start "
+                                     f"{'it' if len(pending) == 1 else 'each'} with the same command and its TF_CONFIG "
+                                     f"task, or wait longer with --worker-timeout. Received: worker_timeout={timeout:g}")
+            if pending:
+                time.sleep(WAIT_STEP)
+    finally:
+        if listener is not None:
+            listener.close()  # connections it never accepted are reset: nothing lingers on the port
+
+
+WAIT_STEP = 0.25  # seconds between two rounds of connection attempts while workers are awaited
+
+
+def _tasks(named):
+    return ", ".join(f"{name} ({address})" for name, address in named.items())
+
+
+def _listen(address):
+    """A socket listening at `address`'s port (never accepting: the system completes the others'
+    connections), or None if the port is taken (TensorFlow's server, started already)."""
+    host, _, port = address.rpartition(":")
+    try:
+        return socket.create_server(("", int(port)), backlog=64)
+    except OSError:
+        return None
+
+
+def _accepts(address):
+    """Whether something accepts TCP connections at `address` ("host:port") now."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def check_replicas(replicas, batch_size):
+    """Refuses `replicas` mirrored replicas where a batch of `batch_size` rows or this machine's
+    devices cannot give each one its own: more replicas than rows (each replica trains on its share
+    of the global batch), or than GPUs, or without a GPU than CPU cores (the logical CPU devices
+    share them; two are allowed on one core, to try it out). Cheap: it runs before any setup."""
+    if replicas > batch_size:
+        raise ValueError(f"--replicas {replicas} is more than --batch-size {batch_size}: each replica trains on its "
+                         f"share of the global batch, so there can be at most {batch_size}. Received: replicas="
+                         f"{replicas}, batch_size={batch_size}")
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    most, kind = (gpus, "GPUs") if gpus else (max(cores, 2), "CPU cores")
+    if replicas > most:
+        raise ValueError(f"--replicas {replicas} asks for more devices than this machine has: {most} {kind} (a "
+                         f"replica per device), so at most {most}. Received: replicas={replicas}")
 
 
 def _devices(replicas):
