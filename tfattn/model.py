@@ -248,7 +248,7 @@ def make_model(config, source_vocab_size, target_vocab_size):
     c = config
     encoder = make_encoder(c, source_vocab_size)
     if c.attention == "transformer":
-        decoder = TransformerDecoder(target_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
+        decoder = TransformerDecoder(target_vocab_size, c.units, num_heads=c.heads, ff_dim=c.ff_dim,
                                      num_layers=c.num_layers, positions=c.positions,
                                      max_length=c.max_target_length, relative_clip=c.relative_clip,
                                      dropout=c.dropout, norm_first=c.norm == "pre",
@@ -267,7 +267,7 @@ def make_encoder(config, source_vocab_size):
     """The encoder a `ModelConfig` asks for: an RNN `Encoder` or a `TransformerEncoder`."""
     c = config
     if c.self_attention_encoder:
-        return TransformerEncoder(source_vocab_size, c.units, heads=c.heads, ff_dim=c.ff_dim,
+        return TransformerEncoder(source_vocab_size, c.units, num_heads=c.heads, ff_dim=c.ff_dim,
                                   num_layers=c.num_layers, positions=c.positions, max_length=c.max_source_length,
                                   relative_clip=c.relative_clip, dropout=c.dropout, norm_first=c.norm == "pre",
                                   name="encoder")

@@ -16,9 +16,9 @@ CASES = [
     (lambda **kw: Decoder(20, 4, 8, **kw), {"input_feeding": False}, {"attention": "luong"},
      {"attention": "bahdanau"}),
     (MultiHeadAttention, {"relative_values": False}, {"relative_clip": 2}, {}),
-    (lambda **kw: TransformerEncoder(20, 8, heads=2, **kw), {"relative_clip": 4}, {"positions": "relative"},
+    (lambda **kw: TransformerEncoder(20, 8, num_heads=2, **kw), {"relative_clip": 4}, {"positions": "relative"},
      {"positions": "learned"}),
-    (lambda **kw: TransformerDecoder(20, 8, heads=2, **kw), {"relative_clip": 4}, {"positions": "relative"},
+    (lambda **kw: TransformerDecoder(20, 8, num_heads=2, **kw), {"relative_clip": 4}, {"positions": "relative"},
      {"positions": "sinusoidal"}),
 ]
 DEFAULTS = {"window": 10, "units": None, "input_feeding": True, "relative_values": True, "relative_clip": 16}

@@ -72,7 +72,7 @@ def test_the_scaled_dot_score_starts_with_a_gain_the_paper_does_not_have():
 
 def silent_block(norm_first):
     """A Transformer encoder block whose self-attention and feed-forward output zeros."""
-    block = TransformerBlock(units=4, heads=1, ff_dim=4, norm_first=norm_first)
+    block = TransformerBlock(units=4, num_heads=1, ff_dim=4, norm_first=norm_first)
     block.build((1, 2, 4))
     for variable in (block.self_attention.output_kernel, block.ff_out.kernel, block.ff_out.bias):
         variable.assign(np.zeros(variable.shape, "float32"))
@@ -96,7 +96,7 @@ def test_the_transformer_normalizes_before_each_sublayer_not_after():
 def test_the_transformer_decoder_does_not_tie_its_output_projection_to_its_embedding():
     # Section 3.4 shares one matrix E (vocab, units) between the embedding and the pre-softmax
     # projection: logits = x E^T. Here the projection has its own kernel (units, vocab) and bias.
-    decoder = TransformerDecoder(vocab_size=10, units=8, heads=2, num_layers=1)
+    decoder = TransformerDecoder(vocab_size=10, units=8, num_heads=2, num_layers=1)
     decoder.build((1, 3), (1, 4, 8))
     embedding, kernel = decoder.embedding.embeddings, decoder.logits_dense.kernel
     assert tuple(embedding.shape) == (10, 8) and tuple(kernel.shape) == (8, 10)
@@ -111,7 +111,7 @@ def test_the_transformer_decoder_drops_out_before_its_logits():
     # to the identity (units = vocab = 8, bias 0), dropout 0.5 zeroes about half of the logits in
     # training, and none when translating (a layer-normed vector has no exact zeros).
     keras.utils.set_random_seed(0)
-    decoder = TransformerDecoder(vocab_size=8, units=8, heads=2, num_layers=1, dropout=0.5)
+    decoder = TransformerDecoder(vocab_size=8, units=8, num_heads=2, num_layers=1, dropout=0.5)
     target, memory = np.array([[2, 5, 6, 7, 3]] * 2), np.random.default_rng(0).normal(size=(2, 4, 8)).astype("float32")
     decoder(target, memory)  # builds
     decoder.logits_dense.kernel.assign(np.eye(8, dtype="float32"))

@@ -112,7 +112,7 @@ def test_self_attention_alone_is_permutation_equivariant_and_relative_positions_
 @pytest.mark.parametrize("positions", ["none", "sinusoidal", "learned", "relative"])
 def test_the_encoder_is_a_bag_of_words_without_positions_only(positions):
     keras.utils.set_random_seed(0)
-    encoder = TransformerEncoder(30, 8, heads=2, ff_dim=16, num_layers=2, positions=positions, max_length=8,
+    encoder = TransformerEncoder(30, 8, num_heads=2, ff_dim=16, num_layers=2, positions=positions, max_length=8,
                                  relative_clip=2 if positions == "relative" else 16)
     if positions == "learned":  # their initial vectors are tiny (stddev 0.02): make them count
         encoder(np.ones((1, 5), "int32"))

@@ -28,7 +28,7 @@ DECODERS = {
     "luong-nofeed": lambda tied: Decoder(VOCAB, UNITS, UNITS, attention="luong", input_feeding=False,
                                          tie_embeddings=tied),
     "none": lambda tied: NoAttentionDecoder(VOCAB, UNITS, UNITS, tie_embeddings=tied),
-    "transformer": lambda tied: TransformerDecoder(VOCAB, UNITS, heads=2, ff_dim=8, num_layers=1, max_length=8,
+    "transformer": lambda tied: TransformerDecoder(VOCAB, UNITS, num_heads=2, ff_dim=8, num_layers=1, max_length=8,
                                                    tie_embeddings=tied),
 }
 
@@ -105,8 +105,8 @@ def test_an_rnn_decoder_with_embedding_dim_other_than_units_is_refused(make):
 
 def test_model_config_ties_every_decoder_and_round_trips():
     for attention in ("bahdanau", "luong", "none", "transformer"):
-        heads = 2 if attention == "transformer" else 1
-        config = ModelConfig(attention=attention, embedding_dim=UNITS, units=UNITS, heads=heads, tie_embeddings=True)
+        sizes = dict(heads=2) if attention == "transformer" else dict(embedding_dim=UNITS)  # its embeddings are units wide
+        config = ModelConfig(attention=attention, units=UNITS, tie_embeddings=True, **sizes)
         model = make_model(config, 9, VOCAB)
         model((SOURCE, TARGET_IN))
         assert model.decoder.tie_embeddings and model.decoder.logits_dense is None, attention

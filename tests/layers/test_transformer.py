@@ -76,7 +76,7 @@ def np_encoder(encoder, source):
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_encoder_matches_the_numpy_transformer_block(norm_first):
-    encoder = TransformerEncoder(30, 8, heads=2, ff_dim=16, num_layers=1, norm_first=norm_first)
+    encoder = TransformerEncoder(30, 8, num_heads=2, ff_dim=16, num_layers=1, norm_first=norm_first)
     encoder(SOURCE)
     rng = np.random.default_rng(0)
     for variable in encoder.weights:  # every weight random, layer norms' gains and biases too
@@ -118,7 +118,7 @@ def np_decoder(decoder, target_in, outputs, source_mask):
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_decoder_matches_the_numpy_transformer_block(norm_first):
-    decoder = TransformerDecoder(20, 8, heads=2, ff_dim=16, num_layers=1, norm_first=norm_first)
+    decoder = TransformerDecoder(20, 8, num_heads=2, ff_dim=16, num_layers=1, norm_first=norm_first)
     outputs = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
     state = {"h": outputs[:, 0]}
     decoder(TARGET_IN, outputs, state, SOURCE != 0)
@@ -329,7 +329,7 @@ def test_the_transformer_trains_with_the_reference_train_step(dates_data, positi
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"units": 8, "heads": 3}, "heads must divide units"),
+    ({"units": 8, "num_heads": 3}, "num_heads must divide units"),
     ({"units": 8, "positions": "rotary"}, "positions must be one of"),
     ({"units": 8, "max_length": 0}, "max_length must be a positive int"),
     ({"units": 8, "dropout": 1.5}, "dropout must be a float in"),
@@ -338,6 +338,19 @@ def test_bad_arguments_are_refused_naming_them(kwargs, message):
     for layer in (TransformerEncoder, TransformerDecoder):
         with pytest.raises(ValueError, match=message):
             layer(30, **kwargs)
+
+
+@pytest.mark.parametrize("layer", [TransformerEncoder, TransformerDecoder])
+def test_num_heads_is_keras_name_and_a_config_saved_with_heads_still_loads(layer):
+    new = layer(30, 8, num_heads=2, ff_dim=16, num_layers=1)
+    config = new.get_config()
+    assert config["num_heads"] == 2 and "heads" not in config
+    assert layer.from_config(config).get_config() == config
+    with pytest.warns(DeprecationWarning, match=f"{layer.__name__}\\(heads=...\\) is renamed num_heads"):
+        old = layer.from_config({**{k: v for k, v in config.items() if k != "num_heads"}, "heads": 2})
+    assert old.num_heads == 2 and old.blocks[0].self_attention.num_heads == 2
+    with pytest.raises(ValueError, match="Give num_heads only"):
+        layer(30, 8, num_heads=2, heads=2)
 
 
 def test_a_target_longer_than_max_length_and_outputs_of_another_size_are_refused():
@@ -400,7 +413,7 @@ class KerasHarness(testing.TestCase):
 def test_learned_positions_past_max_length_are_refused_by_the_encoder():
     from tfattn.layers.transformer import TransformerEncoder
 
-    encoder = TransformerEncoder(vocab_size=10, units=8, heads=2, positions="learned", max_length=4)
+    encoder = TransformerEncoder(vocab_size=10, units=8, num_heads=2, positions="learned", max_length=4)
     encoder(np.ones((1, 4), "int32"))  # as long as max_length: taken
     with pytest.raises(ValueError, match=r"has learned position vectors for max_length=4 steps and was given 6: .*"
                                          r"Received: ids.shape=\(1, 6\)"):

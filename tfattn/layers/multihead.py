@@ -29,14 +29,14 @@ from tfattn.layers.checks import positive_int, refuse_unused
 from tfattn.layers.positions import RelativePositions, default_positions
 
 
-def _renamed_heads(heads, num_heads):
+def renamed_heads(heads, num_heads, layer="MultiHeadAttention"):
     """`heads`, the old name of `num_heads`, with a DeprecationWarning; both given is refused."""
     import warnings
 
     if num_heads != 4:
         raise ValueError(f"Give num_heads only (heads is its old name). Received: heads={heads!r}, "
                          f"num_heads={num_heads!r}")
-    warnings.warn("MultiHeadAttention(heads=...) is renamed num_heads=..., as Keras names it; heads will be "
+    warnings.warn(f"{layer}(heads=...) is renamed num_heads=..., as Keras names it; heads will be "
                   "removed in a later release.", DeprecationWarning, stacklevel=3)
     return heads
 
@@ -134,7 +134,7 @@ class MultiHeadAttention(ScoredAttention):
     def __init__(self, num_heads=4, key_dim=None, value_dim=None, output_dim=None, relative_clip=None,
                  relative_values=True, **kwargs):
         if "heads" in kwargs:  # the name of tfattn 0.1, and of configs saved by it
-            num_heads = _renamed_heads(kwargs.pop("heads"), num_heads)
+            num_heads = renamed_heads(kwargs.pop("heads"), num_heads)
         if kwargs.get("probability", "soft") != "soft":  # every head's weights are a softmax
             raise ValueError(f"MultiHeadAttention is soft attention only: hard attention is for BahdanauAttention "
                              f"and LuongAttention. Received: probability={kwargs['probability']!r}")

@@ -39,17 +39,17 @@ import keras
 from keras import ops
 
 from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
-from tfattn.layers.multihead import MultiHeadAttention, causal_mask
+from tfattn.layers.multihead import MultiHeadAttention, causal_mask, renamed_heads
 from tfattn.layers.options import POSITIONS
 from tfattn.layers.positions import LearnedPositions, SinusoidalPositions, default_positions
 from tfattn.layers.tied import add_bias, tied_logits
 
 
-def check_sizes(units, heads, positions, ff_dim):
+def check_sizes(units, num_heads, positions, ff_dim):
     """The shared argument checks; returns `ff_dim` (default `4 * units`)."""
-    if units % heads:
-        raise ValueError(f"heads must divide units: {units} is not a multiple of {heads}. "
-                         f"Received: units={units}, heads={heads}")
+    if units % num_heads:
+        raise ValueError(f"num_heads must divide units: {units} is not a multiple of {num_heads}. "
+                         f"Received: units={units}, num_heads={num_heads}")
     if positions not in POSITIONS:
         raise ValueError(f"positions must be one of {POSITIONS}. Received: positions={positions!r}")
     return 4 * units if ff_dim is None else positive_int("ff_dim", ff_dim)
@@ -71,7 +71,7 @@ class TransformerBlock(keras.layers.Layer):
     norm and dropout. Built and called by `TransformerEncoder` and `TransformerDecoder`.
 
     Args:
-        units: int. Model size. heads: int. Heads of each attention (must divide `units`).
+        units: int. Model size. num_heads: int. Heads of each attention (must divide `units`).
         ff_dim: int. Hidden size of the feed-forward sublayer.
         cross: bool. A decoder block. Defaults to `False`.
         relative_clip: int or None. Relative positions in the self-attention. Defaults to `None`.
@@ -90,14 +90,15 @@ class TransformerBlock(keras.layers.Layer):
         `(x (batch, t, units), cross weights (batch, heads, t, t_in) or None, cache or None)`.
     """
 
-    def __init__(self, units, heads, ff_dim, cross=False, relative_clip=None, dropout=0.0, norm_first=True,
-                 **kwargs):
+    def __init__(self, units, num_heads, ff_dim, cross=False, relative_clip=None, dropout=0.0, norm_first=True,
+                 heads=None, **kwargs):
         super().__init__(**kwargs)
-        self.units, self.heads, self.ff_dim = units, heads, ff_dim
+        num_heads = num_heads if heads is None else heads  # `heads`: the name in configs saved before
+        self.units, self.num_heads, self.ff_dim = units, num_heads, ff_dim
         self.cross, self.relative_clip, self.dropout, self.norm_first = cross, relative_clip, dropout, norm_first
         dtype = self.dtype_policy
-        self.self_attention = MultiHeadAttention(heads, relative_clip=relative_clip, name="self_attention", dtype=dtype)
-        self.cross_attention = MultiHeadAttention(heads, name="cross_attention", dtype=dtype) if cross else None
+        self.self_attention = MultiHeadAttention(num_heads, relative_clip=relative_clip, name="self_attention", dtype=dtype)
+        self.cross_attention = MultiHeadAttention(num_heads, name="cross_attention", dtype=dtype) if cross else None
         self.ff_hidden = keras.layers.Dense(ff_dim, activation="relu", name="ff_hidden", dtype=dtype)
         self.ff_out = keras.layers.Dense(units, name="ff_out", dtype=dtype)
         self.norms = [keras.layers.LayerNormalization(epsilon=1e-6, name=f"norm_{i}", dtype=dtype)
@@ -154,7 +155,7 @@ class TransformerBlock(keras.layers.Layer):
         return out, cache
 
     def get_config(self):
-        return {**super().get_config(), "units": self.units, "heads": self.heads, "ff_dim": self.ff_dim,
+        return {**super().get_config(), "units": self.units, "num_heads": self.num_heads, "ff_dim": self.ff_dim,
                 "cross": self.cross, "relative_clip": self.relative_clip, "dropout": self.dropout,
                 "norm_first": self.norm_first}
 
@@ -162,13 +163,15 @@ class TransformerBlock(keras.layers.Layer):
 class _Stack(keras.layers.Layer):
     """What encoder and decoder share: arguments, embedding * sqrt(units) + positions, the blocks."""
 
-    def __init__(self, vocab_size, units, heads=4, ff_dim=None, num_layers=2, positions="sinusoidal",
-                 max_length=64, relative_clip=16, dropout=0.0, norm_first=True, cross=False, **kwargs):
+    def __init__(self, vocab_size, units, num_heads=4, ff_dim=None, num_layers=2, positions="sinusoidal",
+                 max_length=64, relative_clip=16, dropout=0.0, norm_first=True, cross=False, heads=None, **kwargs):
         super().__init__(**kwargs)
+        if heads is not None:
+            num_heads = renamed_heads(heads, num_heads, type(self).__name__)
         self.vocab_size = positive_int("vocab_size", vocab_size)
         self.units = positive_int("units", units)
-        self.heads = positive_int("heads", heads)
-        self.ff_dim = check_sizes(self.units, self.heads, positions, ff_dim)
+        self.num_heads = positive_int("num_heads", num_heads)
+        self.ff_dim = check_sizes(self.units, self.num_heads, positions, ff_dim)
         self.num_layers = positive_int("num_layers", num_layers)
         self.positions = positions
         self.max_length = positive_int("max_length", max_length)
@@ -182,7 +185,7 @@ class _Stack(keras.layers.Layer):
         self.embedding = keras.layers.Embedding(self.vocab_size, self.units, name="embedding", dtype=dtype)
         self.position_layer = absolute_positions(positions, self.max_length, dtype)
         clip = self.relative_clip if positions == "relative" else None
-        self.blocks = [TransformerBlock(self.units, self.heads, self.ff_dim, cross=cross, relative_clip=clip,
+        self.blocks = [TransformerBlock(self.units, self.num_heads, self.ff_dim, cross=cross, relative_clip=clip,
                                         dropout=self.dropout, norm_first=self.norm_first, name=f"block_{i}",
                                         dtype=dtype) for i in range(self.num_layers)]
         # Pre-norm stacks end with a layer norm; post-norm ones end normalized already (and a weight no
@@ -224,7 +227,7 @@ class _Stack(keras.layers.Layer):
             **super().get_config(),
             "vocab_size": self.vocab_size,
             "units": self.units,
-            "heads": self.heads,
+            "num_heads": self.num_heads,
             "ff_dim": self.ff_dim,
             "num_layers": self.num_layers,
             "positions": self.positions,
@@ -247,7 +250,8 @@ class TransformerEncoder(_Stack):
     Args:
         vocab_size: int. Size of the source vocabulary (id 0 is padding).
         units: int. Model size `d_model`: embeddings, attention and outputs.
-        heads: int. Heads of each self-attention; must divide `units`. Defaults to `4`.
+        num_heads: int. Heads of each self-attention; must divide `units`. Defaults to `4`. (`heads=`,
+            its old name, is still taken, with a `DeprecationWarning`.)
         ff_dim: int or None. Hidden size of the feed-forward sublayers. Defaults to `4 * units`.
         num_layers: int. Number of blocks. Defaults to `2`.
         positions: str. `"sinusoidal"` (Vaswani), `"learned"` (one vector per position up to
@@ -271,7 +275,7 @@ class TransformerEncoder(_Stack):
 
     Example:
 
-    >>> encoder = TransformerEncoder(vocab_size=100, units=16, heads=4)
+    >>> encoder = TransformerEncoder(vocab_size=100, units=16, num_heads=4)
     >>> outputs, state, mask = encoder(np.array([[5, 6, 7, 0]]))
     >>> outputs.shape, state["h"].shape, mask.numpy().tolist()
     (TensorShape([1, 4, 16]), TensorShape([1, 16]), [[True, True, True, False]])
@@ -325,7 +329,7 @@ class TransformerDecoder(_Stack):
     Args:
         vocab_size: int. Size of the target vocabulary (id 0 is padding).
         units: int. Model size; the encoder's `units`.
-        heads, ff_dim, num_layers, positions, relative_clip, dropout, norm_first: as
+        num_heads, ff_dim, num_layers, positions, relative_clip, dropout, norm_first: as
             `TransformerEncoder` takes them.
         tie_embeddings: bool. The logits are the last features times the target embedding table,
             transposed, plus a bias (Press & Wolf 2017; Vaswani et al. section 3.4 share it with the
@@ -381,7 +385,7 @@ class TransformerDecoder(_Stack):
         """Position 0 for every row and an empty cache: `{"position": (batch,) int32, "keys": [...],
         "values": [...]}`, one `(batch, heads, max_length, units // heads)` cache per block."""
         batch = ops.shape(encoder_state["h"])[0]
-        empty = ops.zeros((batch, self.heads, self.max_length, self.units // self.heads), self.compute_dtype)
+        empty = ops.zeros((batch, self.num_heads, self.max_length, self.units // self.num_heads), self.compute_dtype)
         return {"position": ops.zeros((batch,), "int32"),
                 "keys": [empty] * self.num_layers, "values": [empty] * self.num_layers}
 

@@ -457,7 +457,7 @@ def head_grid(model):
     multi-head attention layer, whose exports also have the `translate_heads` signature."""
     decoder = model.decoder
     if hasattr(decoder, "cross_attention_heads"):
-        return decoder.num_layers, decoder.heads
+        return decoder.num_layers, decoder.num_heads
     return 1, getattr(getattr(decoder, "attention_layer", None), "heads", None) or 1
 
 
