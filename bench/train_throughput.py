@@ -167,7 +167,8 @@ def main():
     for name, fields, embedding, units in RUNS:
         if only and name not in only:
             continue
-        c = ModelConfig(**fields, embedding_dim=embedding, units=units, max_source_length=40, max_target_length=40)
+        sizes = {"units": units, **({} if fields.get("attention") == "transformer" else {"embedding_dim": embedding})}
+        c = ModelConfig(**fields, **sizes, max_source_length=40, max_target_length=40)  # (the Transformer's: units)
         steps = args.steps if units <= 256 else max(10, args.steps // 3)
         peer = Peer(args.peer, units) if args.peer and name == "bahdanau" else None
         try:

@@ -133,8 +133,9 @@ def train_dates_translator(dates_data, attention, epochs=2):
 
     train, _, source, target = dates_data
     keras.utils.set_random_seed(0)
-    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, **DATES_MODEL), source.vocab_size,
-                              target.vocab_size)
+    sizes = {k: v for k, v in DATES_MODEL.items() if not (attention == "transformer" and k == "embedding_dim")}
+    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, **sizes), source.vocab_size,
+                              target.vocab_size)  # (the Transformer's embeddings are units wide)
     dataset = tfattn.make_dataset(train, source, target, tfattn.DataConfig(batch_size=32))
     fit(model, dataset, TrainConfig(learning_rate=5e-3, epochs=epochs), quiet=True)
     return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=14))
@@ -149,8 +150,9 @@ def shared_dates_translator(dates_data, tmp_path_factory, attention):
     save = lambda folder: train_dates_translator(dates_data, attention).model.save_weights(  # noqa: E731
         str(folder / "model.weights.h5"))
     folder = made_once(tmp_path_factory, f"dates-{attention}", save)
-    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, **DATES_MODEL), source.vocab_size,
-                              target.vocab_size)
+    sizes = {k: v for k, v in DATES_MODEL.items() if not (attention == "transformer" and k == "embedding_dim")}
+    model = tfattn.make_model(tfattn.ModelConfig(attention=attention, **sizes), source.vocab_size,
+                              target.vocab_size)  # (the Transformer's embeddings are units wide)
     tfattn.model.ensure_built(model).load_weights(str(folder / "model.weights.h5"))
     return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=14))
 

@@ -56,7 +56,7 @@ def transformer(dates_data):
 
     train, _, source, target = dates_data
     keras.utils.set_random_seed(0)
-    config = tfattn.ModelConfig(attention="transformer", heads=2, num_layers=2, units=16, embedding_dim=16)
+    config = tfattn.ModelConfig(attention="transformer", heads=2, num_layers=2, units=16)
     model = tfattn.make_model(config, source.vocab_size, target.vocab_size)
     fit(model, tfattn.make_dataset(train, source, target, tfattn.DataConfig(batch_size=32)),
         TrainConfig(learning_rate=5e-3, epochs=1), quiet=True)

@@ -272,7 +272,8 @@ def local_windows():
     axes = fig.subplots(1, 3)
     sources, steps = [f"x{j}" for j in range(value.shape[1])], [f"t={t}" for t in range(query.shape[1])]
     for ax, local in zip(axes, (None, "m", "p")):
-        layer = tfattn.LuongAttention("dot", local=local, window=WINDOW, units=1)
+        options = {"window": WINDOW} if local else {}  # (units: local-p's prediction layer, of 1 here)
+        layer = tfattn.LuongAttention("dot", local=local, **options, **({"units": 1} if local == "p" else {}))
         _, weights = layer(query, value)  # (batch, t_q, t_in); the first call builds the layer
         positions = None
         if local == "p":  # W_p reads the last feature; v_p = 6
