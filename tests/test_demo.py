@@ -9,6 +9,7 @@ trained on without the stop, both first passed 99.5% between steps 250 and 350.
 """
 
 import json
+import shutil
 
 import keras
 import pytest
@@ -123,9 +124,11 @@ def test_the_demo_reads_99_percent_of_held_out_dates(attention, tmp_path):
 
 
 @pytest.mark.parametrize("quiet, examples", [(True, 0), (False, 5)])
-def test_quiet_prints_the_json_alone(dates_translator, tmp_path, monkeypatch, capsys, quiet, examples):
+def test_quiet_prints_the_json_alone(dates_translator, exported_dates, tmp_path, monkeypatch, capsys, quiet, examples):
     config = demo.DemoConfig(n_test=8, out_dir=str(tmp_path))
     _, test_pairs = dates.make_corpus(40, config.n_test, seed=0)
+    # The translator's export is the session's, copied (writing one takes seconds; this test is about lines).
+    monkeypatch.setattr(demo, "export", lambda translator, path: shutil.copytree(exported_dates, path))
     monkeypatch.setattr(demo, "train_translator", lambda config, quiet: (dates_translator, test_pairs,
                                                                          {"seconds": 1.0, "loss": [1.0], "validation": [],
                                                                           "steps": 1, "stopped": "step cap 1 reached"}))
