@@ -656,7 +656,7 @@ def _add_model_flags(m):
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1,
                    help="encoder layers; self-attention: blocks in encoder and decoder (default: 1)")
-    m.add_argument("--dropout", type=rate, default=0.2, help="the rate of every dropout, in [0, 1) (default: 0.2)")
+    m.add_argument("--dropout", type=fraction, default=0.2, help="the rate of every dropout, in [0, 1) (default: 0.2)")
     m.add_argument("--no-accel", dest="accel", action="store_false", default=None,
                    help="train with the reference tier (the layers' own calls, autodiff, Keras's Adam) "
                         "instead of the fast tier (tfattn.accel); the same losses within rounding, slower "
@@ -800,23 +800,17 @@ FLOAT32_MAX = 3.4028234663852886e38  # training runs in float32: a larger number
 FLOAT32_TINY = 1.401298464324817e-45  # and a smaller one is 0
 
 
-def rate(value):
-    """An argparse type: a number in [0, 1), a dropout rate."""
+def _number(value):
+    """`value` as a float, NaN if it is not a number (every range check below then refuses it)."""
     try:
-        number = float(value)
+        return float(value)
     except ValueError:
-        number = math.nan
-    if not 0 <= number < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1). Received: {value!r}")
-    return number
+        return math.nan
 
 
 def positive_float(value):
     """An argparse type: a number > 0 that float32, the training dtype, holds as finite and non-zero."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
+    number = _number(value)
     if not (math.isfinite(number) and number > 0):
         raise argparse.ArgumentTypeError(f"expected a number > 0. Received: {value!r}")
     if not FLOAT32_TINY <= number <= FLOAT32_MAX:
@@ -827,21 +821,15 @@ def positive_float(value):
 
 def share(value):
     """An argparse type: a number in (0, 1], such as an exact-match share to reach."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
+    number = _number(value)
     if not 0 < number <= 1:  # NaN too
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1], such as 0.995. Received: {value!r}")
     return number
 
 
 def fraction(value):
-    """An argparse type: a number in [0, 1)."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
+    """An argparse type: a number in [0, 1), such as a dropout rate or label smoothing."""
+    number = _number(value)
     if not 0.0 <= number < 1.0:  # also NaN
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1). Received: {value!r}")
     return number
