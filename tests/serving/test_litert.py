@@ -232,7 +232,8 @@ def spa_word_translator(pairs, kind):
     train = pairs[::15][:6000]
     source = tfattn.Tokenizer.adapt([s for s, _ in train], max_tokens=2000, max_length=24)
     target = tfattn.Tokenizer.adapt([t for _, t in train], max_tokens=1500, max_length=24)
-    model = tfattn.make_model(tfattn.ModelConfig(attention=kind, embedding_dim=16, units=32, dropout=0.0),
+    sizes = {} if kind == "transformer" else {"embedding_dim": 16}  # the Transformer's embedding is `units`
+    model = tfattn.make_model(tfattn.ModelConfig(attention=kind, units=32, dropout=0.0, **sizes),
                               source.vocab_size, target.vocab_size)
     return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=12))
 
