@@ -28,7 +28,7 @@ test: $(STAMP)
 # train a run or write an export of their own, kept out of make test so that it stays under 15
 # minutes; .ci/run runs them.
 test-long: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -n 2 -m long
+	$(BIN)/python -m pytest -q -ra -n 2 --durations=25 -m long
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 -m "not slow"
