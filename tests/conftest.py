@@ -200,15 +200,15 @@ def _seeded():
 def small_run(tmp_path_factory):
     """A finished run (`tfattn train` in a child process): 600 date lines, 2 epochs of 72 steps,
     checkpoints every 10 steps; `(run directory, summary dict)`. Tests copy it before changing it."""
-    from processes import TRAIN_FLAGS, tfattn, write_anki
+    import zygote
+    from processes import TRAIN_FLAGS, write_anki
 
     def train(folder):
         write_anki(folder / "d.txt", 600)
-        proc = tfattn("train", "--corpus", str(folder / "d.txt"), "--out", str(folder / "run"), "--epochs", "2",
-                      *TRAIN_FLAGS)
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-        (folder / "summary.json").write_text(out.strip().splitlines()[-1], encoding="utf-8")
+        done = zygote.run("train", "--corpus", str(folder / "d.txt"), "--out", str(folder / "run"), "--epochs", "2",
+                          *TRAIN_FLAGS)
+        assert done.returncode == 0, done.stderr
+        (folder / "summary.json").write_text(done.stdout.strip().splitlines()[-1], encoding="utf-8")
 
     folder = made_once(tmp_path_factory, "small-run", train)
     return str(folder / "run"), json.loads((folder / "summary.json").read_text(encoding="utf-8"))

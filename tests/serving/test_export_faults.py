@@ -286,12 +286,13 @@ def waits_on_a_lock(pid):
 
 
 @pytest.fixture
-def two_exports(exported_dates, bahdanau_translator, tmp_path):
-    """`(path, other)`: a copy of the session's Luong export, and a Bahdanau export (other weights,
+def two_exports(exported_dates, exported_bahdanau, tmp_path):
+    """`(path, other)`: copies of the session's Luong export, and of its Bahdanau export (other weights,
     another graph) to put in its place."""
-    path = tmp_path / "proj"
+    path, other = tmp_path / "proj", tmp_path / "other"
     shutil.copytree(exported_dates, path)
-    return str(path), export(bahdanau_translator, str(tmp_path / "other"))
+    shutil.copytree(exported_bahdanau, other)
+    return str(path), str(other)
 
 
 def test_a_reader_never_loads_an_export_half_replaced(two_exports):

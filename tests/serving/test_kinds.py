@@ -17,7 +17,7 @@ import tensorflow as tf
 import tfattn
 from tfattn.serving.translator import export
 
-from conftest import assert_same_outputs
+from conftest import assert_same_outputs, made_once
 
 KINDS = {
     "luong-cosine": dict(attention="luong", score="cosine"),
@@ -95,10 +95,15 @@ def translator(kind, tokenizers):
     return tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=target.max_length))
 
 
+def exported(kind, t, tmp_path_factory):
+    """`t` (the seeded `translator(kind)`, the same weights in every test) exported once per session."""
+    return str(made_once(tmp_path_factory, f"kind-{kind}", lambda f: export(t, str(f / kind))) / kind)
+
+
 @pytest.mark.parametrize("kind", PARAMS)
-def test_every_kind_serves_without_tfattn(kind, tokenizers, tmp_path):
+def test_every_kind_serves_without_tfattn(kind, tokenizers, tmp_path, tmp_path_factory):
     t = translator(kind, tokenizers)
-    path = export(t, str(tmp_path / kind))
+    path = exported(kind, t, tmp_path_factory)
     texts = [s.encode("utf-8") if isinstance(s, str) else s for s in MIXED]
     result = tmp_path / "out.npz"
     script = tmp_path / "serve.py"
@@ -134,11 +139,10 @@ def test_every_kind_serves_without_tfattn(kind, tokenizers, tmp_path):
 
 @pytest.mark.parametrize("kind", [pytest.param("transformer"), pytest.param("multihead", marks=pytest.mark.long),
                                   pytest.param("none", marks=pytest.mark.long)])
-def test_every_head_through_translate_heads(kind, tokenizers, tmp_path):
+def test_every_head_through_translate_heads(kind, tokenizers, tmp_path_factory):
     from tfattn.serving.translator import load
 
-    t = translator(kind, tokenizers)
-    loaded = load(export(t, str(tmp_path / kind)))
+    loaded = load(exported(kind, translator(kind, tokenizers), tmp_path_factory))
     if kind == "none":  # one layer of one head (zeros): the signature would repeat `attention`
         assert "translate_heads" not in loaded.signatures
         return

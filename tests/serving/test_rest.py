@@ -8,9 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from conftest import made_once
+from conftest import shared_export
 from tfattn.serving import rest
-from tfattn.serving.translator import export, load
 
 PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "serving.md")
 DIGITS = 2  # the page rounds floats to this many decimals
@@ -61,12 +60,11 @@ def assert_same_json(shown, produced, where, values=True):
 
 
 @pytest.fixture(scope="module")
-def versioned(dates_translator, tmp_path_factory):
-    """The session's dates translator (trained for two epochs from seed 0, the same weights in every
-    session), exported as the page says: into MODEL_BASE/NAME/VERSION, once per session."""
-    folder = made_once(tmp_path_factory, "rest-models",
-                       lambda f: export(dates_translator, str(f / "dates" / "1")))
-    return load(str(folder / "dates" / "1"))
+def versioned(exported_dates):
+    """The session's dates export (its translator trained for two epochs from seed 0, the same weights
+    in every session), as the page's MODEL_BASE/NAME/VERSION folder holds it: the folder is only where
+    a server looks, what it answers is the export's."""
+    return shared_export(exported_dates)
 
 
 def test_the_page_shows_what_the_export_answers(versioned):

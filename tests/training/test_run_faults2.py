@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import zygote
 from conftest import made_once, run_main
-from processes import TRAIN_FLAGS, events, tfattn, tfattn_stopping_after, wait_until_stopped, write_anki
+from processes import TRAIN_FLAGS, events, tfattn_stopping_after, wait_until_stopped, write_anki
 from tfattn.runs.directory import Run
 
 
@@ -42,9 +43,8 @@ def tiny_run(tmp_path_factory):
     (a relative path): `(folder, run directory)`."""
     def train(home):
         write_anki(home / "d.txt", 200)
-        proc = tfattn("train", "--corpus", "d.txt", "--out", "run", "--epochs", "1", *TRAIN_FLAGS, cwd=home)
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
+        done = zygote.run("train", "--corpus", "d.txt", "--out", "run", "--epochs", "1", *TRAIN_FLAGS, cwd=str(home))
+        assert done.returncode == 0, done.stderr
 
     home = made_once(tmp_path_factory, "tiny-run", train)
     return home, str(home / "run")
