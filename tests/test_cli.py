@@ -131,7 +131,8 @@ def test_no_accel_trains_with_the_reference_tier(flags, expected, tmp_path):
 
 
 @pytest.mark.parametrize("flags, warmup", [
-    ([], 0),  # Bahdanau: no warm-up
+    ([], 1000),  # the default recipe: 4-head Luong
+    (["--attention", "bahdanau"], 0),  # one head: no warm-up
     (["--attention", "luong"], 0),
     (["--attention", "luong", "--heads", "4"], 1000),  # multi-head: 1,000 steps
     (["--encoder", "transformer"], 1000),
@@ -146,11 +147,34 @@ def test_models_with_multihead_attention_warm_up_by_default(flags, warmup, tmp_p
     assert run_config(build_parser().parse_args(train + flags)).train.warmup_steps == warmup
 
 
+@pytest.mark.parametrize("flags, kind", [
+    # (attention, heads, tie_embeddings, embedding_dim, units)
+    ([], ("luong", 4, True, 256, 256)),  # the default recipe (RECIPE: docs/performance.md's best 15-minute row)
+    (["--heads", "8"], ("luong", 8, True, 256, 256)),  # the recipe with the heads given
+    (["--units", "128"], ("luong", 4, True, 128, 128)),  # tied: the embeddings follow --units
+    (["--no-tie-embeddings", "--units", "128"], ("luong", 4, False, 256, 128)),
+    (["--encoder", "transformer"], ("luong", 4, True, 256, 256)),
+    (["--attention", "luong"], ("luong", 1, False, 256, 256)),  # Luong's own single head, untied
+    (["--attention", "luong", "--units", "128"], ("luong", 1, False, 256, 128)),
+    (["--attention", "bahdanau"], ("bahdanau", 1, False, 256, 256)),
+    (["--attention", "transformer"], ("transformer", 1, False, 256, 256)),
+    (["--attention", "transformer", "--heads", "4"], ("transformer", 4, False, 256, 256)),
+])
+def test_without_attention_the_model_is_the_recipe(flags, kind, tmp_path):
+    from tfattn.cli import build_parser, run_config
+
+    train = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")]
+    m = run_config(build_parser().parse_args(train + flags)).model
+    assert (m.attention, m.heads, m.tie_embeddings, m.embedding_dim, m.units) == kind
+
+
 @pytest.mark.parametrize("flags, field, want", [
     ([], ("train", "label_smoothing"), 0.0),
     (["--label-smoothing", "0.1"], ("train", "label_smoothing"), 0.1),
-    ([], ("model", "tie_embeddings"), False),
-    (["--tie-embeddings"], ("model", "tie_embeddings"), True),
+    ([], ("model", "tie_embeddings"), True),  # the default recipe ties
+    (["--no-tie-embeddings"], ("model", "tie_embeddings"), False),
+    (["--attention", "luong"], ("model", "tie_embeddings"), False),
+    (["--attention", "luong", "--tie-embeddings"], ("model", "tie_embeddings"), True),
     ([], ("model", "norm"), "pre"),
     (["--attention", "transformer", "--norm", "post"], ("model", "norm"), "post"),
     ([], ("train", "precision_asked"), "auto"),  # --precision auto is the default, resolved in the config
@@ -304,8 +328,9 @@ def test_count_and_size_flags_refuse_nonsense(capsys, args, message):
 def test_the_smallest_accepted_values_reach_the_config(tmp_path):
     from tfattn.cli import build_parser, run_config
 
-    flags = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"), "--vocab-size", "5",
-             "--max-length", "3", "--batch-size", "1", "--units", "2", "--max-pairs", "1", "--time-budget", "1m30s"]
+    flags = ["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run"), "--attention", "bahdanau",
+             "--vocab-size", "5", "--max-length", "3", "--batch-size", "1", "--units", "2", "--max-pairs", "1",
+             "--time-budget", "1m30s"]  # (Bahdanau: one head, any even units)
     config = run_config(build_parser().parse_args(flags))
     assert (config.source_tokenizer.max_tokens, config.source_tokenizer.max_length) == (5, 3)
     assert (config.data.batch_size, config.model.units, config.corpus.max_pairs) == (1, 2, 1)

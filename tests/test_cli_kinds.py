@@ -25,8 +25,20 @@ def test_help_explains_every_kind_flag(capsys):
                                                "the model is transformer"),
     (["--attention", "none", "--heads", "2"], "--heads applies to luong attention, the transformer or a "
                                               "self-attention encoder only; the model is none with an RNN encoder"),
-    (["--units", "7"], "--units must be even: the bidirectional RNN encoder gives half of them to each direction. "
-                       "Received: --units 7"),
+    (["--attention", "luong", "--units", "7"], "--units must be even: the bidirectional RNN encoder gives half of "
+                                               "them to each direction. Received: --units 7"),
+    # Without --attention, the default recipe (4-head Luong) is the model the messages name.
+    (["--units", "6"], "--heads must divide --units (each head gets units / heads features). Received: --units 6 "
+                       "with the default model's 4 heads (give --heads, or --attention)"),
+    (["--embedding-dim", "128"], "the default recipe's --tie-embeddings needs --embedding-dim equal to --units (the "
+                                 "output projection is the embedding table, transposed), or --no-tie-embeddings. "
+                                 "Received: --embedding-dim 128, --units 256"),
+    (["--attention", "luong", "--tie-embeddings", "--embedding-dim", "128"],
+     "--tie-embeddings needs --embedding-dim equal to --units"),
+    (["--normalize"], "--normalize applies to bahdanau attention only; the model is luong (tfattn train's default; "
+                      "--attention names another). Received: --normalize"),
+    (["--score", "cosine"], "--score applies to luong attention with one head only; the model is luong with 4 heads "
+                            "(tfattn train's default; --attention names another). Received: --score cosine"),
     (["--best-by", "bleu", "--bleu-sample", "0"], "--best-by bleu needs a BLEU sample: --bleu-sample must be >= 1. "
                                                   "Received: --bleu-sample 0"),
     (["--replicas", "2"], "pass --strategy mirrored. Received: --replicas 2"),

@@ -18,7 +18,10 @@ def distinct_words(n, prefix):
 
 
 def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, monkeypatch):
-    """Bahdanau, dropout 0.2, 5,000-word vocabularies, learning rate 2e-3 on a cosine over the time budget."""
+    """The best 15-minute row of docs/performance.md (`bench/quality.py --model multihead-tied`): Luong's
+    decoder with input feeding, 4-head cross-attention and its target embedding tied to the output
+    projection, 1,000 warm-up steps; dropout 0.2, 5,000-word vocabularies, learning rate 2e-3 on a
+    cosine over the time budget."""
     from tfattn.runs import finish
     from tfattn.training import trainer
 
@@ -26,11 +29,11 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
     source, target = distinct_words(6000, "s"), distinct_words(6000, "t")
     lines = [f"{' '.join(target[10 * i:10 * i + 10])}\t{' '.join(source[10 * i:10 * i + 10])}\n" for i in range(600)]
     (tmp_path / "c.txt").write_text("".join(lines), encoding="utf-8")
-    rates = []  # (seconds into training, learning rate) at each step
+    rates = []  # (seconds into training, step, learning rate) at each step
 
     def recorded(config, elapsed, step=0):
         rate = real_rate(config, elapsed, step)
-        rates.append((elapsed, rate))
+        rates.append((elapsed, step, rate))
         return rate
 
     real_rate = trainer.budget_learning_rate
@@ -42,23 +45,31 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
     assert status == 0, err
 
     config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-    assert config["model"]["attention"] == "bahdanau"
+    model = config["model"]
+    assert (model["attention"], model["heads"], model["input_feeding"]) == ("luong", 4, True)
+    assert (model["score"], model["scale"], model["local"], model["hard"]) == ("general", True, None, False)
+    assert (model["embedding_dim"], model["units"], model["encoder"], model["rnn"]) == (256, 256, "rnn", "gru")
+    assert model["tie_embeddings"] is True
     assert config["model"]["dropout"] == 0.2
     assert config["source_tokenizer"]["max_tokens"] == config["target_tokenizer"]["max_tokens"] == 5000
     assert config["source_tokenizer"]["level"] == "word"
     train = config["train"]
     assert train["learning_rate"] == 2e-3
     assert (train["time_budget"], train["decay_to_budget"], train["decay_steps"]) == (600.0, True, None)
+    assert train["warmup_steps"] == 1000
     # 576 training pairs (12 lines each go to test and validation) hold 5,760 words a side: the
     # vocabularies stop at 5,000 ids, the 4 reserved ones included.
     tokenizers = json.loads((run / "tokenizers.json").read_text(encoding="utf-8"))
     assert len(tokenizers["source"]["vocabulary"]) == len(tokenizers["target"]["vocabulary"]) == 5000 - 4
-    # Each of the 9 steps of 64 trained at the cosine's rate for its time: 2e-3 * (0.01 + 0.99 *
-    # (1 + cos(pi * t / 600)) / 2), which is still about 2e-3 this early in a 10-minute budget.
+    # Each of the 9 steps of 64 trained at the cosine's rate for its time, 2e-3 * (0.01 + 0.99 *
+    # (1 + cos(pi * t / 600)) / 2) (still about 2e-3 this early in a 10-minute budget), times the
+    # warm-up's step / 1000 (from 0 at the first step).
     assert len(rates) == 576 // 64
-    for elapsed, rate in rates:
-        assert rate == pytest.approx(2e-3 * (0.01 + 0.99 * (1 + math.cos(math.pi * elapsed / 600)) / 2), rel=1e-9)
-        assert 0 <= elapsed < 600 and rate > 1.9e-3
+    assert [step for _, step, _ in rates] == list(range(9))  # counted from 0, as Keras' CosineDecay warm-up counts
+    for elapsed, step, rate in rates:
+        cosine = 2e-3 * (0.01 + 0.99 * (1 + math.cos(math.pi * elapsed / 600)) / 2)
+        assert rate == pytest.approx(cosine * step / 1000, rel=1e-9)
+        assert 0 <= elapsed < 600 and cosine > 1.9e-3
 
 
 # -- beam search through translate and evaluate ----------------------------------------------------

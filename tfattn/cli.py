@@ -479,15 +479,15 @@ def run_config(args):
     from tfattn.training.trainer import TrainConfig
 
     tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
-    fields = dict(attention=args.attention, score=args.score, normalize=args.normalize, scale=args.scale,
-                  local=args.local, window=args.window, hard=args.hard, heads=args.heads,
+    fields = dict(score=args.score, normalize=args.normalize, scale=args.scale,
+                  local=args.local, window=args.window, hard=args.hard,
                   input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
-                  relative_clip=args.relative_clip, ff_dim=args.ff_dim, embedding_dim=args.embedding_dim,
+                  relative_clip=args.relative_clip, ff_dim=args.ff_dim,
                   units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
                   max_source_length=args.max_length, max_target_length=args.max_length,
-                  tie_embeddings=args.tie_embeddings, norm=args.norm)
+                  norm=args.norm, **model_kind(args))
     _refuse_unused_model_flags(args, fields)
-    _check_sizes(args)
+    _check_sizes(args, fields)
     model = ModelConfig(**fields)
     epochs = TrainConfig.epochs if args.epochs is None else args.epochs
     train = TrainConfig(learning_rate=args.learning_rate, decay_steps=args.decay_steps, clip_norm=args.clip_norm,
@@ -498,6 +498,26 @@ def run_config(args):
     return _with_training_flags(args, RunConfig(
         corpus=_corpus_config(args), source_tokenizer=tokenizer, target_tokenizer=dataclasses.replace(tokenizer),
         model=model, data=data, train=train, decode=decode, checkpoint_every=args.checkpoint_every))
+
+
+# `tfattn train`'s model when no --attention is given: the best row of docs/performance.md's 15-minute
+# table (`bench/quality.py --model multihead-tied`): Luong's decoder with input feeding, its
+# cross-attention 4 heads of the scaled general score over the decoder's h_t, the target embedding
+# tied to the output projection (Press & Wolf), so the embeddings are --units wide. `--attention
+# luong` alone is Luong's own single head, untied.
+RECIPE = {"attention": "luong", "heads": 4, "tie_embeddings": True}
+EMBEDDING_DIM = 256  # --embedding-dim without the recipe's tying
+
+
+def model_kind(args):
+    """The `ModelConfig` fields the recipe decides, of the flags (None where not given): `attention`,
+    `heads`, `tie_embeddings`, `embedding_dim`. Without --attention, the recipe's, where its flag is
+    not given (tied embeddings as wide as --units); with it, one head, untied, 256-wide embeddings."""
+    recipe = args.attention is None
+    tie = args.tie_embeddings if args.tie_embeddings is not None else recipe and RECIPE["tie_embeddings"]
+    embedding = args.embedding_dim or (args.units if recipe and tie else EMBEDDING_DIM)
+    return dict(attention=args.attention or RECIPE["attention"], heads=args.heads or (RECIPE["heads"] if recipe else 1),
+                tie_embeddings=tie, embedding_dim=embedding)
 
 
 def _refuse_unused_model_flags(args, fields):
@@ -514,15 +534,24 @@ def _refuse_unused_model_flags(args, fields):
             messages.append(message)
             received.append(flag if action.nargs == 0 else f"{flag} {shlex.quote(str(getattr(args, dest)))}")
     if messages:
-        raise ValueError(f"{'; '.join(messages)}. Received: {' '.join(received)}")
+        default = "" if args.attention else " (tfattn train's default; --attention names another)"
+        raise ValueError(f"{'; '.join(messages)}{default}. Received: {' '.join(received)}")
 
 
-def _check_sizes(args):
+def _check_sizes(args, fields):
     """The checks of `ModelConfig` that flags can fail, in the flags' words (it names its fields)."""
-    if args.units % args.heads:
-        raise ValueError(f"--heads must divide --units (each head gets units / heads features). Received: --heads "
-                         f"{args.heads}, --units {args.units}")
-    recurrent = args.attention != "transformer" and args.encoder == "rnn"  # (and bidirectional: no flag turns it off)
+    heads = fields["heads"]
+    if args.units % heads:
+        received = (f"--heads {heads}, --units {args.units}" if "heads" in given_flags(args) else
+                    f"--units {args.units} with the default model's {heads} heads (give --heads, or --attention)")
+        raise ValueError(f"--heads must divide --units (each head gets units / heads features). Received: {received}")
+    rnn_decoder = fields["attention"] != "transformer"
+    if rnn_decoder and fields["tie_embeddings"] and fields["embedding_dim"] != args.units:
+        tied = "--tie-embeddings" if "tie_embeddings" in given_flags(args) else "the default recipe's --tie-embeddings"
+        raise ValueError(f"{tied} needs --embedding-dim equal to --units (the output projection is the embedding "
+                         f"table, transposed), or --no-tie-embeddings. Received: --embedding-dim "
+                         f"{fields['embedding_dim']}, --units {args.units}")
+    recurrent = rnn_decoder and args.encoder == "rnn"  # (bidirectional: no flag turns it off)
     if recurrent and args.units % 2:
         raise ValueError(f"--units must be even: the bidirectional RNN encoder gives half of them to each "
                          f"direction. Received: --units {args.units}")
@@ -614,10 +643,11 @@ def _add_train_parser(sub):
 
 
 def _add_model_flags(m):
-    m.add_argument("--attention", choices=options.ATTENTIONS, default="bahdanau",
+    m.add_argument("--attention", choices=options.ATTENTIONS,
                    help="the model kind: an RNN decoder with Bahdanau's or Luong's attention, the Transformer, "
                         "or the RNN encoder-decoder without attention (Cho et al. 2014; its attention "
-                        "output is zeros) (default: bahdanau)")
+                        "output is zeros) (default: luong with --heads 4 and --tie-embeddings, the best recipe "
+                        "measured in 15 minutes; --attention luong alone has one head, untied)")
     m.add_argument("--score", choices=options.SCORES, default="general",
                    help="Luong score; cosine is q.k / (|q| |k|) times a learned scale (default: general)")
     m.add_argument("--local", choices=[kind for kind in options.LOCALS if kind],
@@ -627,9 +657,9 @@ def _add_model_flags(m):
     m.add_argument("--hard", action="store_true",
                    help="Bahdanau or Luong: hard attention, one source position per step (sampled in "
                         "training, the argmax when translating)")
-    m.add_argument("--heads", type=positive_int, default=1,
+    m.add_argument("--heads", type=positive_int,
                    help="attention heads: Luong multi-head cross-attention when > 1, or the Transformer's "
-                        "heads; must divide --units (default: 1)")
+                        "heads; must divide --units (default: 4 without --attention, else 1)")
     m.add_argument("--encoder", choices=options.ENCODERS, default="rnn",
                    help="the RNN decoders' encoder: recurrent or self-attention blocks (default: rnn; the "
                         "Transformer always has self-attention)")
@@ -642,9 +672,10 @@ def _add_model_flags(m):
     m.add_argument("--norm", choices=("pre", "post"), default="pre",
                    help="self-attention: layer norm before each sublayer (pre) or after each residual, as "
                         "Vaswani et al. (post) (default: pre)")
-    m.add_argument("--tie-embeddings", action="store_true",
+    m.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction,
                    help="the decoder's output projection is its target embedding table, transposed (Press & "
-                        "Wolf 2017); RNN decoders need --embedding-dim equal to --units")
+                        "Wolf 2017); RNN decoders need --embedding-dim equal to --units (default: tied without "
+                        "--attention, the recipe, else untied)")
     m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
     m.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
                    help="Luong: a learned scalar on the scores, starting at 1/sqrt(units) for dot and general; "
@@ -652,7 +683,8 @@ def _add_model_flags(m):
     m.add_argument("--no-input-feeding", dest="input_feeding", action="store_false",
                    help="Luong: no input feeding (faster: the decoder RNN runs over the whole target)")
     m.add_argument("--rnn", choices=options.RNNS, default="gru", help="default: gru")
-    m.add_argument("--embedding-dim", type=positive_int, default=256, help="default: 256")
+    m.add_argument("--embedding-dim", type=positive_int,
+                   help="default: 256; without --attention (the recipe, tied), --units")
     m.add_argument("--units", type=positive_int, default=256, help="recurrent units (default: 256)")
     m.add_argument("--layers", type=positive_int, default=1,
                    help="encoder layers; self-attention: blocks in encoder and decoder (default: 1)")
