@@ -253,8 +253,7 @@ def test_train_then_evaluate_on_real_corpora(corpus, flags, tmp_path, capsys):
     path = str(shared_data(*corpus))
     run = str(tmp_path / "run")
     status, _, err = run_main(capsys, "train", "--corpus", path, *flags, "--out", run, "--max-pairs", "1500",
-                              "--epochs", "1", "--units", "32", "--embedding-dim", "16", "--vocab-size", "2000",
-                              "--quiet")
+                              "--epochs", "1", "--units", "32", "--vocab-size", "2000", "--quiet")  # the default model
     assert status == 0, err
     status, out, err = run_main(capsys, "evaluate", "--model", run, "--split", "test", "--limit", "100")
     assert status == 0, err
