@@ -15,9 +15,9 @@ import pytest
 # No BLEU validation (a later --bleu-sample N turns it on): the tests of validation ask for it.
 # Bahdanau, the smallest model, rather than the default recipe (4-head Luong whose 1,000 warm-up
 # steps would leave a test's few steps at a rate near 0); a later --attention replaces it.
-TRAIN_FLAGS = ["--attention", "bahdanau", "--units", "32", "--embedding-dim", "16", "--batch-size", "8", "--no-bucket", "--tokenizer",
-               "char", "--max-length", "40", "--learning-rate", "0.003", "--checkpoint-every", "10", "--quiet",
-               "--bleu-sample", "0"]
+TRAIN_FLAGS = ["--attention", "bahdanau", "--units", "32", "--embedding-dim", "16", "--batch-size", "8",
+               "--no-bucket", "--tokenizer", "char", "--max-length", "40", "--learning-rate", "0.003",
+               "--checkpoint-every", "10", "--quiet", "--bleu-sample", "0"]
 
 
 def write_anki(path, n, seed=0):

@@ -4,6 +4,8 @@ files, and beam search through `tfattn translate --beam` and `tfattn evaluate --
 import json
 import math
 import string
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,6 +72,17 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
         cosine = 2e-3 * (0.01 + 0.99 * (1 + math.cos(math.pi * elapsed / 600)) / 2)
         assert rate == pytest.approx(cosine * step / 1000, rel=1e-9)
         assert 0 <= elapsed < 600 and cosine > 1.9e-3
+
+
+def test_the_default_model_is_the_best_measured_row(tmp_path):
+    """`tfattn train`'s model without model flags is `bench/quality.py --model multihead-tied`'s, the
+    row docs/performance.md measured best: changing the recipe or the row shows here."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import quality
+    from tfattn.cli import build_parser, run_config
+
+    args = build_parser().parse_args(["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")])
+    assert run_config(args).model == quality.recipe_model(quality.KINDS["multihead-tied"], dropout=0.2)
 
 
 # -- beam search through translate and evaluate ----------------------------------------------------

@@ -485,7 +485,7 @@ def run_config(args):
                   relative_clip=args.relative_clip, ff_dim=args.ff_dim,
                   units=args.units, rnn=args.rnn, num_layers=args.layers, dropout=args.dropout,
                   max_source_length=args.max_length, max_target_length=args.max_length,
-                  norm=args.norm, **model_kind(args))
+                  norm=args.norm, **model_kind(args, ModelConfig.embedding_dim))
     _refuse_unused_model_flags(args, fields)
     _check_sizes(args, fields)
     model = ModelConfig(**fields)
@@ -506,16 +506,16 @@ def run_config(args):
 # tied to the output projection (Press & Wolf), so the embeddings are --units wide. `--attention
 # luong` alone is Luong's own single head, untied.
 RECIPE = {"attention": "luong", "heads": 4, "tie_embeddings": True}
-EMBEDDING_DIM = 256  # --embedding-dim without the recipe's tying
 
 
-def model_kind(args):
+def model_kind(args, embedding_dim):
     """The `ModelConfig` fields the recipe decides, of the flags (None where not given): `attention`,
     `heads`, `tie_embeddings`, `embedding_dim`. Without --attention, the recipe's, where its flag is
-    not given (tied embeddings as wide as --units); with it, one head, untied, 256-wide embeddings."""
+    not given (tied embeddings as wide as --units); with it, one head, untied, embeddings of
+    `embedding_dim` (ModelConfig's default)."""
     recipe = args.attention is None
     tie = args.tie_embeddings if args.tie_embeddings is not None else recipe and RECIPE["tie_embeddings"]
-    embedding = args.embedding_dim or (args.units if recipe and tie else EMBEDDING_DIM)
+    embedding = args.embedding_dim or (args.units if recipe and tie else embedding_dim)
     return dict(attention=args.attention or RECIPE["attention"], heads=args.heads or (RECIPE["heads"] if recipe else 1),
                 tie_embeddings=tie, embedding_dim=embedding)
 
