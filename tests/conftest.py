@@ -32,6 +32,17 @@ def shared_data(*parts):
     return path
 
 
+def usable_tfds():
+    """tensorflow_datasets, or skip the test with the reason it cannot be used here: not installed,
+    or installed and failing to import (Colab's image of August 2026, `tfattn.data.tfds_check`)."""
+    from tfattn.data.tfds_check import tensorflow_datasets
+
+    try:
+        return tensorflow_datasets()
+    except ImportError as error:
+        pytest.skip(f"TFDS unusable here: {error}")
+
+
 def tokens(tokenizer, text):
     """The split tokens of one text, as a list of str."""
     return [t.decode("utf-8") for t in tokenizer.split([text]).to_list()[0]]

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import zygote
-from conftest import run_main, shared_export
+from conftest import run_main, shared_export, usable_tfds
 
 
 def tfattn(*args, stdin=None, cwd=None, env=None, text=True):
@@ -549,7 +549,7 @@ def test_plot_bleu_by_length_files_of_the_same_name_get_a_curve_each(capsys, mon
 ])
 def test_train_on_a_corpus_that_cannot_be_read_is_one_line(tmp_path, corpus, message):
     if corpus.startswith("tfds:"):
-        pytest.importorskip("tensorflow_datasets")
+        usable_tfds()
     result = tfattn("train", "--corpus", corpus, "--data-dir", str(tmp_path / "tfds"), "--out", str(tmp_path / "run"),
                     env={"KERAS_HOME": str(tmp_path / "keras")})
     assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -1053,7 +1053,7 @@ def main(argv=None):
         return 1
     except (WriteError, MemoryError) as e:  # the machine's fault (disk full, read-only, memory), not the command's
         parser.exit(1, f"tfattn: error: {e}\n")
-    except (FileNotFoundError, FileExistsError, ValueError, OSError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError, OSError, ImportError) as e:  # ImportError: an extra
         parser.exit(2, f"tfattn: error: {e}\n")
     except Terminated:  # SIGTERM during training, saved like Ctrl-C (tfattn.runs.train)
         parser.exit(143, "tfattn: terminated\n")

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tfattn.data import anki, corpora
+from tfattn.data import anki, corpora, tfds_check
 
 from conftest import SHARED_DATA as DATA  # noqa: E402
+from conftest import run_main, usable_tfds  # noqa: E402
 SPA = DATA / "spa-eng" / "spa.txt"
 MULTI30K = DATA / "multi30k-en-de"
 
@@ -99,11 +100,13 @@ def _imports(path):
 
 
 def test_anki_module_is_shared_and_the_loaders_import_no_cycle():
-    # anki imports no other tfattn.data module; corpora (load_tfds registers the builder) and the
-    # TFDS builder both import anki, and the builder does not import corpora.
+    # anki and tfds_check import no other tfattn.data module; corpora (load_tfds registers the
+    # builder) and the TFDS builder both import anki and tfds_check, and the builder does not import corpora.
     data = Path(anki.__file__).parent
-    graph = {name: _imports(data / f"{name}.py") for name in ("anki", "corpora", "tfds_anki")}
-    assert graph == {"anki": set(), "corpora": {"anki", "tfds_anki"}, "tfds_anki": {"anki"}}
+    names = ("anki", "corpora", "tfds_anki", "tfds_check")
+    graph = {name: _imports(data / f"{name}.py") for name in names}
+    assert graph == {"anki": set(), "corpora": {"anki", "tfds_anki", "tfds_check"},
+                     "tfds_anki": {"anki", "tfds_check"}, "tfds_check": set()}
 
 
 # --- load_anki and the fixed split ----------------------------------------------------------------
@@ -519,7 +522,7 @@ def tfds_temp_dirs_kept_in_tmp_path(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tfds_spa(tmp_path_factory):
     """Prepares tfattn_anki/spa from a 120-line manual_dir file: (tfds, builder, data_dir)."""
-    tfds = pytest.importorskip("tensorflow_datasets")
+    tfds = usable_tfds()
     from tfattn.data import tfds_anki  # noqa: F401  (registers tfattn_anki)
 
     root = tmp_path_factory.mktemp("tfds")
@@ -570,7 +573,7 @@ def test_load_tfds_and_load_corpus_tfds_spec(tfds_spa):
 def test_load_tfds_registers_tfattn_anki_itself(tmp_path):
     # A fresh process where nothing imported tfattn.data.tfds_anki (`tfattn train --corpus
     # tfds:tfattn_anki/spa`) prepares the dataset from TFDS's default manual_dir, DATA_DIR/downloads/manual.
-    pytest.importorskip("tensorflow_datasets")
+    usable_tfds()
     (tmp_path / "downloads" / "manual").mkdir(parents=True)
     write_anki(tmp_path / "downloads" / "manual" / "spa.txt")
     code = ("from tfattn.data import corpora; "
@@ -596,7 +599,7 @@ def test_load_tfds_key_errors(tfds_spa):
 ])
 def test_load_tfds_unknown_dataset_is_one_short_line(tmp_path, name, hint):
     # TFDS's own message lists every dataset it knows (hundreds of lines).
-    pytest.importorskip("tensorflow_datasets")
+    usable_tfds()
     with pytest.raises(ValueError) as info:
         corpora.load_corpus(f"tfds:{name}", split="test", data_dir=str(tmp_path))
     dataset = name.split("/")[0]
@@ -604,8 +607,55 @@ def test_load_tfds_unknown_dataset_is_one_short_line(tmp_path, name, hint):
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
-def test_load_tfds_without_a_name():
+def test_a_tfds_whose_core_does_not_import_is_refused_with_the_reason(monkeypatch, tmp_path):
+    # Colab's image of August 2026: `import tensorflow_datasets` logs that its core failed and goes
+    # on, and `tfds.core` raised AttributeError later, far from the cause. Here the core's import
+    # fails the same way: TFDS itself imports, its `core` does not.
     pytest.importorskip("tensorflow_datasets")
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets.core", None)
+    expected = ("tensorflow-datasets is installed but does not import: "
+                "import of tensorflow_datasets.core halted; None in sys.modules.")
+    with pytest.raises(ImportError) as info:
+        corpora.load_corpus("tfds:ted_hrlr_translate/pt_to_en", data_dir=str(tmp_path))
+    assert str(info.value) == expected
+    assert list(tmp_path.iterdir()) == []  # refused before TFDS made anything
+
+
+def test_the_protobuf_mismatch_of_colab_is_named_with_its_mend():
+    # The error protobuf 5.29.6 raised in Colab's image for tensorflow-metadata 1.21.0, word for word.
+    from google.protobuf.runtime_version import VersionError
+
+    error = VersionError(
+        "Detected incompatible Protobuf Gencode/Runtime versions when loading "
+        "tensorflow_metadata/proto/v0/anomalies.proto: gencode 6.31.1 runtime 5.29.6. Runtime version "
+        "cannot be older than the linked gencode version. See Protobuf version guarantees at "
+        "https://protobuf.dev/support/cross-version-runtime-guarantee.")
+    assert tfds_check.unusable_message(error) == (
+        "tensorflow-datasets is installed but does not import: Detected incompatible Protobuf "
+        "Gencode/Runtime versions when loading tensorflow_metadata/proto/v0/anomalies.proto: gencode "
+        "6.31.1 runtime 5.29.6. Runtime version cannot be older than the linked gencode version. See "
+        "Protobuf version guarantees at https://protobuf.dev/support/cross-version-runtime-guarantee. "
+        "Installing tfattn changes none of a runtime's packages; here tensorflow-metadata is newer than "
+        "protobuf allows (Colab's image of August 2026 has this pair): "
+        "`pip install 'tensorflow-metadata<1.18'` and a restart of the runtime mend it.")
+    # Another failure gets its cause and no protobuf advice.
+    assert tfds_check.unusable_message(OSError("libarrow.so: cannot open")) == (
+        "tensorflow-datasets is installed but does not import: libarrow.so: cannot open.")
+
+
+def test_the_command_line_refuses_a_tfds_that_does_not_import_in_one_line(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("tensorflow_datasets")
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets.core", None)
+    status, _, err = run_main(capsys, "train", "--corpus", "tfds:ted_hrlr_translate/pt_to_en",
+                              "--out", str(tmp_path / "run"))
+    assert status == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "tfattn: error: tensorflow-datasets is installed but does not import: "
+        "import of tensorflow_datasets.core halted; None in sys.modules.")
+    assert not (tmp_path / "run").exists()
+
+
+def test_load_tfds_without_a_name():
     with pytest.raises(ValueError, match=r"needs a dataset name.*Received: name=''"):
         corpora.load_corpus("tfds:")
 
@@ -701,7 +751,7 @@ def test_real_multi30k_train():
 @pytest.mark.data
 @pytest.mark.skipif(not SPA.is_file(), reason=f"real corpus not found: {SPA}")
 def test_real_spa_eng_tfds_builder_matches_split_pairs(tmp_path):
-    tfds = pytest.importorskip("tensorflow_datasets")
+    tfds = usable_tfds()
     from tfattn.data import tfds_anki  # noqa: F401  (registers tfattn_anki)
 
     builder = tfds.builder("tfattn_anki/spa", data_dir=str(tmp_path / "data"))

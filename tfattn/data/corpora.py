@@ -45,6 +45,7 @@ from tfattn.data.anki import (
     sides_problem,
     split_of,
 )
+from tfattn.data.tfds_check import tensorflow_datasets
 
 FORMATS = ("anki", "tsv", "parallel")
 MAX_SKIPPED_KEPT = 20
@@ -319,7 +320,7 @@ def _decode_example_side(value):
 
 def _tfds_pairs(dataset, source_key, target_key):
     """Yields raw `(source, target)` values from a supervised or a dict dataset."""
-    import tensorflow_datasets as tfds
+    tfds = tensorflow_datasets()
 
     if source_key is None:
         yield from tfds.as_numpy(dataset)
@@ -344,7 +345,8 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
 
     The first call downloads and prepares the dataset into `data_dir`, which needs network access;
     later calls, or calls on a `data_dir` that already holds the prepared dataset, read it offline.
-    `tensorflow_datasets` is an optional dependency (`pip install tfattn[data]`).
+    `tensorflow_datasets` is an optional dependency (`pip install tfattn[data]`); without it, or where
+    it is installed but fails to import, an `ImportError` says why (`tfattn.data.tfds_check`).
 
     Args:
         name: str. TFDS name with optional config and version, e.g. `"ted_hrlr_translate/pt_to_en"`.
@@ -366,8 +368,6 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
 
     >>> corpus = load_tfds("ted_hrlr_translate/pt_to_en", split="validation")  # doctest: +SKIP
     """
-    import tensorflow_datasets as tfds
-
     if not name:
         raise ValueError(
             "A TFDS spec needs a dataset name, e.g. 'tfds:ted_hrlr_translate/pt_to_en'. "
@@ -378,6 +378,7 @@ def load_tfds(name, split="train", data_dir=None, source_key=None, target_key=No
             "Pass both source_key and target_key, or neither to use the supervised keys. "
             f"Received: source_key={source_key!r}, target_key={target_key!r}"
         )
+    tfds = tensorflow_datasets()
     if _tfds_dataset(name) == "tfattn_anki":  # this package's builder: register it first
         from tfattn.data import tfds_anki  # noqa: F401
     try:

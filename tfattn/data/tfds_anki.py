@@ -33,10 +33,12 @@ test = tfds.load("tfattn_anki/spa", split="test", as_supervised=True)  # 2,380 p
 import dataclasses
 import os
 
-import tensorflow_datasets as tfds
-from etils import epath
-
 from tfattn.data import anki
+from tfattn.data.tfds_check import tensorflow_datasets
+
+tfds = tensorflow_datasets()  # an ImportError that says why, rather than an AttributeError below
+
+from etils import epath  # noqa: E402  (TFDS's dependency: after the check that TFDS is there)
 
 _CITATION = """\
 @misc{tatoeba,
