@@ -21,7 +21,7 @@ demo: $(STAMP)
 # Two pytest workers, one per core of a 2-core machine: most tests are chains of small ops, process
 # start-ups and TensorFlow imports that leave a core idle.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -n 2 --durations=10 -m "not long"
+	$(BIN)/python -m pytest -q -ra -n 2 --durations=30 -m "not long"
 
 # The checks of minutes each (the demo's 99% after a fixed number of steps; both tiers translating all
 # of spa-eng TEST the same; every notebook run through a kernel) and the end-to-end checks that each
