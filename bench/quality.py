@@ -90,6 +90,8 @@ ROWS = {
     # per token and only the unit changes (no [UNK]; sentences about a tenth longer).
     "multihead-wordpiece": dict(kind="multihead", run=dict(level="wordpiece")),
     "bahdanau-wordpiece": dict(kind="bahdanau", run=dict(level="wordpiece")),
+    # The two that paid on multihead, together: tied embeddings over WordPiece.
+    "multihead-tied-wordpiece": dict(kind="multihead", model=dict(tie_embeddings=True), run=dict(level="wordpiece")),
     # bfloat16 (mixed_bfloat16, on the fast tier): the time saved spent on more steps (the same model;
     # the cosine follows the clock, since how many steps fit in the budget is what is measured), or on
     # a larger model (units 384, embeddings too).
