@@ -825,7 +825,7 @@ def compare(name, drawn, committed, exact):
         problems.append(f"{name}: {len(committed):,} bytes committed, {len(drawn):,} drawn; at most {MAX_BYTES:,}")
     now, then = pixels(drawn), pixels(committed)
     slack = 0 if exact else SIZE_SLACK
-    if now.shape[2:] != then.shape[2:] or max(abs(a - b) for a, b in zip(now.shape[:2], then.shape[:2])) > slack:
+    if max(abs(a - b) for a, b in zip(now.shape, then.shape)) > slack:  # (height, width, 3) both
         problems.append(f"{name}: {now.shape[1]}x{now.shape[0]} pixels drawn, {then.shape[1]}x{then.shape[0]} committed")
     elif exact and not np.array_equal(now, then):
         changed = float(np.mean(np.any(now != then, axis=-1)))

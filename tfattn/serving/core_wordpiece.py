@@ -41,13 +41,14 @@ def wordpiece_split(words, table, suffix="##", unknown="[UNK]", max_bytes=100):
     if isinstance(words, tf.RaggedTensor):
         return words.with_flat_values(wordpiece_split(words.flat_values, table, suffix, unknown, max_bytes))
     words = tf.convert_to_tensor(words, tf.string)
+    sizes = tf.strings.length(words)  # bytes
+    words = tf.where(sizes > max_bytes, "", words)  # unknown whatever its pieces: none looked up
     starts = tf.strings.unicode_decode_with_offsets(words, "UTF-8")[1]  # (n, (chars)): byte offsets
     chars = tf.cast(starts.row_lengths(), tf.int32)  # (n,)
-    sizes = tf.strings.length(words)  # bytes
-    # The character boundaries of each word, its end included: (n, L + 1), padded with the end.
-    bounds = tf.concat([tf.cast(starts, tf.int32), tf.expand_dims(sizes, 1)], axis=1)
-    bounds = bounds.to_tensor(default_value=-1)
-    bounds = tf.where(bounds < 0, tf.expand_dims(sizes, 1), bounds)
+    # The character boundaries of each word, its end included: (n, L + 1), zero-padded (a padded
+    # boundary only starts or ends pairs that `ok` below leaves out, at length 0).
+    bounds = tf.concat([tf.cast(starts, tf.int32), tf.expand_dims(tf.strings.length(words), 1)], axis=1)
+    bounds = bounds.to_tensor()
     positions = tf.range(tf.shape(bounds)[1])
     begin, end = bounds[:, :, None], bounds[:, None, :]  # (n, L + 1, 1) and (n, 1, L + 1)
     ok = (positions[:, None] < positions[None, :])[None] & (positions[None, None, :] <= chars[:, None, None])
