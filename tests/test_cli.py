@@ -149,11 +149,11 @@ def test_models_with_multihead_attention_warm_up_by_default(flags, warmup, tmp_p
 
 @pytest.mark.parametrize("flags, kind", [
     # (attention, heads, tie_embeddings, embedding_dim, units)
-    ([], ("luong", 4, True, 256, 256)),  # the default recipe (RECIPE: docs/performance.md's best 15-minute row)
-    (["--heads", "8"], ("luong", 8, True, 256, 256)),  # the recipe with the heads given
-    (["--units", "128"], ("luong", 4, True, 128, 128)),  # tied: the embeddings follow --units
-    (["--no-tie-embeddings", "--units", "128"], ("luong", 4, False, 256, 128)),
-    (["--encoder", "transformer"], ("luong", 4, True, 256, 256)),
+    ([], ("luong", 4, False, 256, 256)),  # the default recipe (RECIPE: docs/performance.md's best 15-minute row)
+    (["--heads", "8"], ("luong", 8, False, 256, 256)),  # the recipe with the heads given
+    (["--units", "128"], ("luong", 4, False, 256, 128)),
+    (["--tie-embeddings", "--units", "128"], ("luong", 4, True, 128, 128)),  # tied: the embeddings follow --units
+    (["--encoder", "transformer"], ("luong", 4, False, 256, 256)),
     (["--attention", "luong"], ("luong", 1, False, 256, 256)),  # Luong's own single head, untied
     (["--attention", "luong", "--units", "128"], ("luong", 1, False, 256, 128)),
     (["--attention", "bahdanau"], ("bahdanau", 1, False, 256, 256)),
@@ -171,8 +171,14 @@ def test_without_attention_the_model_is_the_recipe(flags, kind, tmp_path):
 @pytest.mark.parametrize("flags, field, want", [
     ([], ("train", "label_smoothing"), 0.0),
     (["--label-smoothing", "0.1"], ("train", "label_smoothing"), 0.1),
-    ([], ("model", "tie_embeddings"), True),  # the default recipe ties
-    (["--no-tie-embeddings"], ("model", "tie_embeddings"), False),
+    ([], ("model", "tie_embeddings"), False),  # the default recipe does not tie (tied scored lower over WordPiece)
+    (["--tie-embeddings"], ("model", "tie_embeddings"), True),
+    ([], ("source_tokenizer", "level"), "wordpiece"),  # the default recipe's vocabularies
+    ([], ("target_tokenizer", "level"), "wordpiece"),
+    (["--attention", "luong"], ("source_tokenizer", "level"), "word"),  # a kind named: words, as before
+    (["--heads", "2"], ("target_tokenizer", "level"), "wordpiece"),  # a model flag keeps the recipe's
+    (["--tokenizer", "char"], ("source_tokenizer", "level"), "char"),
+    (["--attention", "bahdanau", "--tokenizer", "wordpiece"], ("target_tokenizer", "level"), "wordpiece"),
     (["--attention", "luong"], ("model", "tie_embeddings"), False),
     (["--attention", "luong", "--tie-embeddings"], ("model", "tie_embeddings"), True),
     ([], ("model", "norm"), "pre"),

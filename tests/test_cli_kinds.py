@@ -30,9 +30,9 @@ def test_help_explains_every_kind_flag(capsys):
     # Without --attention, the default recipe (4-head Luong) is the model the messages name.
     (["--units", "6"], "--heads must divide --units (each head gets units / heads features). Received: --units 6 "
                        "with the default model's 4 heads (give --heads, or --attention)"),
-    (["--embedding-dim", "128"], "the default recipe's --tie-embeddings needs --embedding-dim equal to --units (the "
-                                 "output projection is the embedding table, transposed), or --no-tie-embeddings. "
-                                 "Received: --embedding-dim 128, --units 256"),
+    (["--tie-embeddings", "--embedding-dim", "128"], "--tie-embeddings needs --embedding-dim equal to --units (the "
+                                                     "output projection is the embedding table, transposed), or "
+                                                     "--no-tie-embeddings. Received: --embedding-dim 128, --units 256"),
     (["--attention", "luong", "--tie-embeddings", "--embedding-dim", "128"],
      "--tie-embeddings needs --embedding-dim equal to --units"),
     (["--normalize"], "--normalize applies to bahdanau attention only; the model is luong (tfattn train's default; "

@@ -20,16 +20,15 @@ def distinct_words(n, prefix):
 
 
 def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, monkeypatch):
-    """The best 15-minute row of docs/performance.md (`bench/quality.py --model multihead-tied`): Luong's
-    decoder with input feeding, 4-head cross-attention and its target embedding tied to the output
-    projection, 1,000 warm-up steps; dropout 0.2, 5,000-word vocabularies, learning rate 2e-3 on a
-    cosine over the time budget."""
+    """The best 15-minute row of docs/performance.md (`bench/quality.py --model multihead-wordpiece`):
+    Luong's decoder with input feeding and 4-head cross-attention, untied, 1,000 warm-up steps; dropout
+    0.2, WordPiece vocabularies of 5,000 entries, learning rate 2e-3 on a cosine over the time budget."""
     from tfattn.runs import finish
     from tfattn.training import trainer
 
-    # 600 lines of 10 new words a side: 6,000 words each, more than the vocabulary takes.
+    # 1,200 lines of 5 new words a side: 6,000 words each, more than the vocabulary takes.
     source, target = distinct_words(6000, "s"), distinct_words(6000, "t")
-    lines = [f"{' '.join(target[10 * i:10 * i + 10])}\t{' '.join(source[10 * i:10 * i + 10])}\n" for i in range(600)]
+    lines = [f"{' '.join(target[5 * i:5 * i + 5])}\t{' '.join(source[5 * i:5 * i + 5])}\n" for i in range(1200)]
     (tmp_path / "c.txt").write_text("".join(lines), encoding="utf-8")
     rates = []  # (seconds into training, step, learning rate) at each step
 
@@ -51,23 +50,27 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
     assert (model["attention"], model["heads"], model["input_feeding"]) == ("luong", 4, True)
     assert (model["score"], model["scale"], model["local"], model["hard"]) == ("general", True, None, False)
     assert (model["embedding_dim"], model["units"], model["encoder"], model["rnn"]) == (256, 256, "rnn", "gru")
-    assert model["tie_embeddings"] is True
+    assert model["tie_embeddings"] is False
     assert config["model"]["dropout"] == 0.2
     assert config["source_tokenizer"]["max_tokens"] == config["target_tokenizer"]["max_tokens"] == 5000
-    assert config["source_tokenizer"]["level"] == "word"
+    assert config["source_tokenizer"]["level"] == config["target_tokenizer"]["level"] == "wordpiece"
     train = config["train"]
     assert train["learning_rate"] == 2e-3
     assert (train["time_budget"], train["decay_to_budget"], train["decay_steps"]) == (600.0, True, None)
     assert train["warmup_steps"] == 1000
-    # 576 training pairs (12 lines each go to test and validation) hold 5,760 words a side: the
-    # vocabularies stop at 5,000 ids, the 4 reserved ones included.
+    # 1,152 training pairs (24 lines each go to test and validation) hold 5,760 words a side, each seen
+    # once: the WordPiece vocabularies stop at 5,000 ids, the 4 reserved ones included, and hold every
+    # letter, alone and continuing a word ("##a"), so that no word of these letters is unknown.
     tokenizers = json.loads((run / "tokenizers.json").read_text(encoding="utf-8"))
-    assert len(tokenizers["source"]["vocabulary"]) == len(tokenizers["target"]["vocabulary"]) == 5000 - 4
-    # Each of the 9 steps of 64 trained at the cosine's rate for its time, 2e-3 * (0.01 + 0.99 *
+    for side in ("source", "target"):
+        vocabulary = tokenizers[side]["vocabulary"]
+        assert len(vocabulary) == len(set(vocabulary)) == 5000 - 4
+        assert {*string.ascii_lowercase, *("##" + c for c in string.ascii_lowercase)} <= set(vocabulary)
+    # Each of the 18 steps of 64 trained at the cosine's rate for its time, 2e-3 * (0.01 + 0.99 *
     # (1 + cos(pi * t / 600)) / 2) (still about 2e-3 this early in a 10-minute budget), times the
     # warm-up's step / 1000 (from 0 at the first step).
-    assert len(rates) == 576 // 64
-    assert [step for _, step, _ in rates] == list(range(9))  # counted from 0, as Keras' CosineDecay warm-up counts
+    assert len(rates) == 1152 // 64
+    assert [step for _, step, _ in rates] == list(range(18))  # counted from 0, as Keras' CosineDecay warm-up counts
     for elapsed, step, rate in rates:
         cosine = 2e-3 * (0.01 + 0.99 * (1 + math.cos(math.pi * elapsed / 600)) / 2)
         assert rate == pytest.approx(cosine * step / 1000, rel=1e-9)
@@ -75,14 +78,19 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
 
 
 def test_the_default_model_is_the_best_measured_row(tmp_path):
-    """`tfattn train`'s model without model flags is `bench/quality.py --model multihead-tied`'s, the
-    row docs/performance.md measured best: changing the recipe or the row shows here."""
+    """`tfattn train`'s model and tokenizers without model flags are `bench/quality.py --model
+    multihead-wordpiece`'s, the row docs/performance.md measured best: changing the recipe or the row
+    shows here."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import quality
     from tfattn.cli import build_parser, run_config
 
     args = build_parser().parse_args(["train", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "run")])
-    assert run_config(args).model == quality.recipe_model(quality.KINDS["multihead-tied"], dropout=0.2)
+    config = run_config(args)
+    assert config.model == quality.recipe_model(quality.KINDS["multihead-wordpiece"], dropout=0.2)
+    row = quality.recipe(config.corpus, config.model, config.train, 5000, **quality.ROWS["multihead-wordpiece"]["run"])
+    assert config.source_tokenizer == config.target_tokenizer == row.source_tokenizer == row.target_tokenizer
+    assert config.source_tokenizer.level == "wordpiece"
 
 
 # -- beam search through translate and evaluate ----------------------------------------------------

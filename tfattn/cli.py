@@ -478,7 +478,8 @@ def run_config(args):
     from tfattn.runs.config import RunConfig, TokenizerConfig
     from tfattn.training.trainer import TrainConfig
 
-    tokenizer = TokenizerConfig(level=args.tokenizer, max_tokens=args.vocab_size, max_length=args.max_length)
+    level = args.tokenizer or (RECIPE["tokenizer"] if args.attention is None else "word")
+    tokenizer = TokenizerConfig(level=level, max_tokens=args.vocab_size, max_length=args.max_length)
     fields = dict(score=args.score, normalize=args.normalize, scale=args.scale,
                   local=args.local, window=args.window, hard=args.hard,
                   input_feeding=args.input_feeding, encoder=args.encoder, positions=args.positions,
@@ -500,12 +501,12 @@ def run_config(args):
         model=model, data=data, train=train, decode=decode, checkpoint_every=args.checkpoint_every))
 
 
-# `tfattn train`'s model when no --attention is given: the best row of docs/performance.md's 15-minute
-# table (`bench/quality.py --model multihead-tied`): Luong's decoder with input feeding, its
-# cross-attention 4 heads of the scaled general score over the decoder's h_t, the target embedding
-# tied to the output projection (Press & Wolf), so the embeddings are --units wide. `--attention
-# luong` alone is Luong's own single head, untied.
-RECIPE = {"attention": "luong", "heads": 4, "tie_embeddings": True}
+# `tfattn train`'s model and tokenizer when no --attention is given: the best row of docs/performance.md's
+# 15-minute table (`bench/quality.py --model multihead-wordpiece`): Luong's decoder with input feeding,
+# its cross-attention 4 heads of the scaled general score over the decoder's h_t, untied (tying scored
+# 0.5 BLEU below it over WordPiece), on WordPiece vocabularies. `--attention luong` alone is Luong's own
+# single head on words.
+RECIPE = {"attention": "luong", "heads": 4, "tie_embeddings": False, "tokenizer": "wordpiece"}
 
 
 def model_kind(args, embedding_dim):
@@ -547,8 +548,7 @@ def _check_sizes(args, fields):
         raise ValueError(f"--heads must divide --units (each head gets units / heads features). Received: {received}")
     rnn_decoder = fields["attention"] != "transformer"
     if rnn_decoder and fields["tie_embeddings"] and fields["embedding_dim"] != args.units:
-        tied = "--tie-embeddings" if "tie_embeddings" in given_flags(args) else "the default recipe's --tie-embeddings"
-        raise ValueError(f"{tied} needs --embedding-dim equal to --units (the output projection is the embedding "
+        raise ValueError(f"--tie-embeddings needs --embedding-dim equal to --units (the output projection is the embedding "
                          f"table, transposed), or --no-tie-embeddings. Received: --embedding-dim "
                          f"{fields['embedding_dim']}, --units {args.units}")
     recurrent = rnn_decoder and args.encoder == "rnn"  # (bidirectional: no flag turns it off)
@@ -646,8 +646,8 @@ def _add_model_flags(m):
     m.add_argument("--attention", choices=options.ATTENTIONS,
                    help="the model kind: an RNN decoder with Bahdanau's or Luong's attention, the Transformer, "
                         "or the RNN encoder-decoder without attention (Cho et al. 2014; its attention "
-                        "output is zeros) (default: luong with --heads 4 and --tie-embeddings, the best recipe "
-                        "measured in 15 minutes; --attention luong alone has one head, untied)")
+                        "output is zeros) (default: luong with --heads 4 on WordPiece vocabularies, the best "
+                        "recipe measured in 15 minutes; --attention luong alone has one head, on words)")
     m.add_argument("--score", choices=options.SCORES, default="general",
                    help="Luong score; cosine is q.k / (|q| |k|) times a learned scale (default: general)")
     m.add_argument("--local", choices=[kind for kind in options.LOCALS if kind],
@@ -674,8 +674,7 @@ def _add_model_flags(m):
                         "Vaswani et al. (post) (default: pre)")
     m.add_argument("--tie-embeddings", action=argparse.BooleanOptionalAction,
                    help="the decoder's output projection is its target embedding table, transposed (Press & "
-                        "Wolf 2017); RNN decoders need --embedding-dim equal to --units (default: tied without "
-                        "--attention, the recipe, else untied)")
+                        "Wolf 2017); RNN decoders need --embedding-dim equal to --units (default: untied)")
     m.add_argument("--normalize", action="store_true", help="Bahdanau: weight-normalized attention")
     m.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
                    help="Luong: a learned scalar on the scores, starting at 1/sqrt(units) for dot and general; "
@@ -696,7 +695,8 @@ def _add_model_flags(m):
 
 
 def _add_batch_flags(t):
-    t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default="word", help="default: word")
+    t.add_argument("--tokenizer", choices=("char", "word", "wordpiece"), default=None,
+                   help="default: wordpiece (tfattn train's recipe), word with --attention")
     t.add_argument("--vocab-size", type=at_least(MIN_VOCAB_SIZE, " (4 ids are reserved)"), default=5000,
                    help="vocabulary size per side, the 4 reserved ids included (default: 5000)")
     t.add_argument("--max-length", type=at_least(MIN_MAX_LENGTH, " ([START] and [END] are counted)"), default=40,
@@ -1014,7 +1014,7 @@ def _add_export_parser(sub):
     ex.add_argument("--tokenizer-ops", choices=("core", "text"), default="core",
                     help="core (default): fold case and normalize text with core TensorFlow ops, so that "
                          "saved_model_cli run, TensorFlow Serving and runtimes without tensorflow-text load the "
-                         "export (WordPiece and NFC/NFKC tokenizers keep tensorflow-text's ops); text: "
+                         "export (an NFC or NFKC source tokenizer keeps tensorflow-text's ops); text: "
                          "tensorflow-text's ops throughout. Both translate the same (docs/serving.md)")
     ex.add_argument("--format", choices=("savedmodel", "litert"), default="savedmodel",
                     help="savedmodel (default): text in, text out, every signature; litert: a .tflite model of "

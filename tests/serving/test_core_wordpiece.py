@@ -40,8 +40,8 @@ def test_pieces_end_on_characters_and_long_words_are_unknown():
 
 def test_ragged_words_and_no_words():
     table = table_of(["a", "##b"])
-    words = tf.ragged.constant([["ab", "a"], [], ["b"]])
-    assert wordpiece_split(words, table).to_list() == [[[b"a", b"##b"], [b"a"]], [], [[b"[UNK]"]]]
+    words = tf.ragged.constant([["ab", "a"], [], ["b", "ab", "a"]])  # words again: each row is its own
+    assert wordpiece_split(words, table).to_list() == [[[b"a", b"##b"], [b"a"]], [], [[b"[UNK]"], [b"a", b"##b"], [b"a"]]]
     assert wordpiece_split(tf.constant([], tf.string), table).to_list() == []
 
 
@@ -54,3 +54,30 @@ def test_the_same_pieces_as_tensorflow_texts_op():
         words = [word(rng.randint(1, 9)) for _ in range(60)] + ["é" * 50, "é" * 51]
         expected = text.WordpieceTokenizer(table_of(pieces), token_out_type=tf.string).tokenize(tf.constant(words))
         assert wordpiece_split(tf.constant(words), table_of(pieces)).to_list() == expected.to_list(), (trial, pieces)
+
+
+def test_looking_up_only_substrings_as_long_as_the_longest_piece_gives_the_same_pieces():
+    rng = random.Random(1)
+    letters = "abcé日"
+    word = lambda n: "".join(rng.choice(letters) for _ in range(n))  # noqa: E731
+    for trial in range(10):
+        pieces = sorted({word(rng.randint(1, 4)) for _ in range(15)} | {"##" + word(rng.randint(1, 2)) for _ in range(15)})
+        words = tf.constant([word(rng.randint(1, 12)) for _ in range(40)] + ["", "é" * 50])
+        table = table_of(pieces)
+        expected = text.WordpieceTokenizer(table, token_out_type=tf.string).tokenize(words).to_list()
+        longest = max(len(p) for p in pieces)
+        assert wordpiece_split(words, table, longest_piece=longest).to_list() == expected, (trial, pieces)
+    # A band narrower than the vocabulary's longest piece misses it: the band is what limits the lookups.
+    assert split(["abcd"], ["abc", "a", "##bc", "##d"], longest_piece=2) == [["a", "##bc", "##d"]]
+    assert split(["abcd"], ["abc", "a", "##bc", "##d"], longest_piece=3) == [["abc", "##d"]]
+
+
+def test_in_a_graph_with_no_step_to_take():
+    """In a `tf.function` (as in an export): no words, and words all whole in the vocabulary, take no
+    step of the loop; the pieces still come out."""
+    table = table_of(["ab", "a", "##b"])
+    split_fn = tf.function(lambda w: wordpiece_split(w, table, longest_piece=2),
+                           input_signature=[tf.TensorSpec([None], tf.string)])
+    assert split_fn(tf.constant([], tf.string)).to_list() == []
+    assert split_fn(tf.constant(["ab", "a", "ab"])).to_list() == [[b"ab"], [b"a"], [b"ab"]]
+    assert split_fn(tf.constant(["abb", "c"])).to_list() == [[b"ab", b"##b"], [b"[UNK]"]]

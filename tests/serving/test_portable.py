@@ -139,13 +139,14 @@ def spa():
     return parts["train"], parts["test"]
 
 
-def test_the_core_tokenizer_gives_the_same_tokens_and_text_over_spa_eng_test(spa):
-    """Both sides of TEST, as sources (tokens) and as targets (text from ids), at the word level."""
+@pytest.mark.parametrize("level", ["word", "wordpiece"])
+def test_the_core_tokenizer_gives_the_same_tokens_and_text_over_spa_eng_test(spa, level):
+    """Both sides of TEST, as sources (tokens) and as targets (text from ids), words or WordPieces."""
     from tfattn.serving.core_text import CoreTokenizer
 
     train, test = spa
     for side in (0, 1):
-        text_tok = tfattn.Tokenizer.adapt([p[side] for p in train[::20]], max_tokens=3000, max_length=40)
+        text_tok = tfattn.Tokenizer.adapt([p[side] for p in train[::20]], max_tokens=3000, max_length=40, level=level)
         core_tok = CoreTokenizer.like(text_tok)
         sentences = [p[side] for p in test]
         want_tokens, want_ids = text_tok.tokens_and_ids(sentences)
@@ -153,19 +154,43 @@ def test_the_core_tokenizer_gives_the_same_tokens_and_text_over_spa_eng_test(spa
         np.testing.assert_array_equal(got_tokens.numpy(), want_tokens.numpy())
         np.testing.assert_array_equal(got_ids.numpy(), want_ids.numpy())
         assert (core_tok.detokenize(want_ids).numpy() == text_tok.detokenize(want_ids).numpy()).all()
+        if level == "wordpiece":  # words split into pieces: the check sees WordPiece at work
+            assert sum(p.startswith(b"##") for p in set(want_tokens.numpy().ravel().tolist())) > 20
+
+
+def test_a_saved_core_wordpiece_tokenizer_holds_only_core_ops(spa, tmp_path):
+    """The tokenizer alone, saved with its function: every op core, the tokens tensorflow-text's."""
+    from tfattn.serving.core_text import CoreTokenizer
+
+    train, test = spa
+    text_tok = tfattn.Tokenizer.adapt([s for s, _ in train[::20]], max_tokens=2000, level="wordpiece")
+    module = tf.Module()
+    module.tokenizer = CoreTokenizer.like(text_tok, uses=("tokenize",))
+    module.tokenize = tf.function(lambda texts: module.tokenizer.tokens_and_ids(texts)[0],
+                                  input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(module, str(tmp_path / "tokenizer"))
+    listing = op_listing(str(tmp_path / "tokenizer"))
+    assert listing["not_core"] == [] and "LookupTableFindV2" in listing["ops"], listing["not_core"]
+    sentences = [s for s, _ in test[:300]] + ["", "Ｍａｒｃｈ", "x" * 120]
+    got = tf.saved_model.load(str(tmp_path / "tokenizer")).tokenize(tf.constant(sentences)).numpy()
+    np.testing.assert_array_equal(got, text_tok.tokens_and_ids(sentences)[0].numpy())
+    assert b"##" in b" ".join(got.ravel().tolist())
 
 
 @pytest.mark.long
-def test_a_word_level_export_translates_spa_eng_test_as_the_text_export(spa, tmp_path):
-    """An untrained Spanish -> English word model over all of TEST, `[UNK]`s replaced by source
-    words (so that Spanish words, accents recomposed, reach the output text)."""
+@pytest.mark.parametrize("level", ["word", "wordpiece"])
+def test_a_core_export_translates_spa_eng_test_as_the_text_export(spa, tmp_path, level):
+    """An untrained Spanish -> English model of words or WordPieces over all of TEST, `[UNK]`s
+    replaced by source tokens (so that Spanish words, accents recomposed, reach the output text)."""
     train, test = spa
-    source = tfattn.Tokenizer.adapt([s for s, _ in train[::10]], max_tokens=2000, max_length=40)
-    target = tfattn.Tokenizer.adapt([t for _, t in train[::10]], max_tokens=300, max_length=40)
+    source = tfattn.Tokenizer.adapt([s for s, _ in train[::10]], max_tokens=2000, max_length=40, level=level)
+    target = tfattn.Tokenizer.adapt([t for _, t in train[::10]], max_tokens=300, max_length=40, level=level)
     model = tfattn.make_model(tfattn.ModelConfig(attention="bahdanau", embedding_dim=8, units=16),
                               source.vocab_size, target.vocab_size)
     translator = tfattn.Translator(model, source, target, tfattn.DecodeConfig(max_length=12), replace_unknown=True)
     core, text = (load(export(translator, str(tmp_path / ops), tokenizer_ops=ops)) for ops in ("core", "text"))
+    with open(tmp_path / "core" / "tfattn_config.json", encoding="utf-8") as f:
+        assert json.load(f)["tokenizer_ops"] == {"source": "core", "target": "core"}
     sentences = [s for s, _ in test]
     produced = set()
     for i in range(0, len(sentences), 512):

@@ -34,7 +34,8 @@ import unicodedata
 
 import tensorflow as tf
 
-from tfattn.data.text import Tokenizer
+from tfattn.data.text import SUFFIX, UNK, Tokenizer
+from tfattn.serving.core_wordpiece import CoreWordpiece
 
 USES = ("tokenize", "detokenize")
 MISSING = "\x00"  # a table's default: no folded, normalized or composed form holds a NUL
@@ -212,7 +213,7 @@ class CoreTokenizer(Tokenizer):
     It gives the same tokens, ids and detokenized text as `Tokenizer` (see the module docstring for
     how and where not), so a SavedModel holding it runs where tensorflow-text's ops do not. Its
     tables are computed with tensorflow-text when it is made (about a second). WordPiece splitting
-    stays tensorflow-text's op.
+    is core ops too (`tfattn.serving.core_wordpiece`).
 
     Args:
         vocabulary, level, lowercase, normalization, max_length, vocabulary_file, name: as `Tokenizer`.
@@ -254,8 +255,15 @@ class CoreTokenizer(Tokenizer):
 
     @staticmethod
     def exact_for(tokenizer):
-        """Whether a `CoreTokenizer` gives exactly `tokenizer`'s tokens: for the decomposing forms."""
+        """Whether a `CoreTokenizer` gives exactly `tokenizer`'s tokens: for the decomposing forms, at
+        every level."""
         return tokenizer.normalization in ("NFKD", "NFD")
+
+    def _wordpiece_tokenizer(self, to_id):
+        """WordPiece splitting in core ops, on its own table (int64 ids, -1 for a missing piece);
+        substrings longer than the vocabulary's longest entry are not looked up."""
+        longest = max(len(token) for token in self._vocabulary)
+        return CoreWordpiece(tf.lookup.StaticHashTable(to_id, -1), longest, suffix=SUFFIX, unknown=UNK)
 
     def fold_and_normalize(self, texts):
         """`(batch,)` strings -> folded (if `lowercase`) and normalized: character by character from

@@ -1,5 +1,5 @@
 """WordPiece splitting in core TensorFlow ops: the pieces tensorflow-text's `WordpieceTokenizer` gives,
-without its op, so that an export of a WordPiece model can run where tensorflow-text's kernels are
+without its op, so that an export of a WordPiece model runs where tensorflow-text's kernels are
 missing (docs/serving.md, section 2).
 
 The rule (tensorflow-text's, after BERT's): each word is split greedily, longest match first. The
@@ -8,15 +8,17 @@ prefix that is in the vocabulary with the suffix indicator (`##`) before it is t
 on. If some remainder has no such prefix, or the word is longer than `max_bytes` bytes, the whole
 word is one unknown token. Pieces end on character boundaries (UTF-8 code points).
 
-How, in core ops: every substring of every word, from a character boundary to a later one, is looked
-up at once (`(words, L + 1, L + 1)` lookups for words of at most L characters); then one loop of at
-most L steps walks each word from its start to the end of its longest piece there.
+How, in core ops: one loop, a step per piece. At each step every word still being split looks up all
+its candidates at once, the substrings from where it stands to each character boundary at most
+`longest_piece` characters later, and moves to the end of the longest one found (`(words,
+longest_piece)` lookups a step). The loop ends when every word is split or unknown: after as many
+steps as the most pieces a word of the batch has, never more than its longest word's characters.
 """
 
 import tensorflow as tf
 
 
-def wordpiece_split(words, table, suffix="##", unknown="[UNK]", max_bytes=100):
+def wordpiece_split(words, table, suffix="##", unknown="[UNK]", max_bytes=100, longest_piece=None):
     """The WordPiece pieces of each word, as tensorflow-text's `WordpieceTokenizer.tokenize` with
     `token_out_type=tf.string` gives them.
 
@@ -27,6 +29,8 @@ def wordpiece_split(words, table, suffix="##", unknown="[UNK]", max_bytes=100):
         suffix: str. Written before a piece that continues a word. Defaults to `"##"`.
         unknown: str. The token of a word that cannot be split. Defaults to `"[UNK]"`.
         max_bytes: int. A longer word is `unknown`. Defaults to 100, tensorflow-text's default.
+        longest_piece: int or None. No key of `table` has more characters than this (the suffix
+            counted), so longer substrings are not looked up. Defaults to `None`: every substring.
 
     Returns:
         `tf.RaggedTensor` of `tf.string`: `words`' shape with one more ragged dimension, the pieces.
@@ -39,46 +43,86 @@ def wordpiece_split(words, table, suffix="##", unknown="[UNK]", max_bytes=100):
     [[b'un', b'##aff', b'##able'], [b'[UNK]']]
     """
     if isinstance(words, tf.RaggedTensor):
-        return words.with_flat_values(wordpiece_split(words.flat_values, table, suffix, unknown, max_bytes))
+        return words.with_flat_values(wordpiece_split(words.flat_values, table, suffix, unknown, max_bytes,
+                                                      longest_piece))
     words = tf.convert_to_tensor(words, tf.string)
-    sizes = tf.strings.length(words)  # bytes
-    words = tf.where(sizes > max_bytes, "", words)  # unknown whatever its pieces: none looked up
+    # Each distinct word once; a word that is itself in the vocabulary is its own single piece (its
+    # longest prefix in the vocabulary is all of it), so only the others are walked piece by piece.
+    distinct, index = tf.unique(words)
+    sizes = tf.strings.length(distinct)  # bytes
+    too_long = sizes > max_bytes  # unknown whatever its pieces
+    whole = (table.lookup(distinct) >= 0) & ~too_long
+    rest = tf.cast(tf.where(~whole & ~too_long)[:, 0], tf.int32)
+    pieces, failed = _longest_first(tf.gather(distinct, rest), table, suffix, longest_piece)
+    # Each distinct word's row: itself if whole, [UNK] if unknown, else its pieces (the rows of
+    # `pieces` put back in place: row 0 below is empty, for the words not split).
+    unknown_word = tf.scatter_nd(rest[:, None], failed, tf.shape(distinct)) | too_long
+    none = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.string), tf.zeros([1], tf.int64))
+    place = tf.scatter_nd(rest[:, None], tf.range(1, tf.size(rest) + 1), tf.shape(distinct))
+    rows = tf.concat([
+        tf.RaggedTensor.from_row_lengths(tf.boolean_mask(distinct, whole), tf.cast(whole, tf.int64)),
+        tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(tf.cast(unknown_word, tf.int32))], unknown),
+                                         tf.cast(unknown_word, tf.int64)),
+        tf.gather(tf.concat([none, pieces], axis=0), place)], axis=1)
+    return tf.gather(rows, index)
+
+def _longest_first(words, table, suffix, longest_piece):
+    """The pieces of `words (n,)`, longest match first: `(pieces (n, (pieces)), failed (n,))`, where a
+    failed word (a remainder that no piece starts) has none."""
     starts = tf.strings.unicode_decode_with_offsets(words, "UTF-8")[1]  # (n, (chars)): byte offsets
     chars = tf.cast(starts.row_lengths(), tf.int32)  # (n,)
     # The character boundaries of each word, its end included: (n, L + 1), zero-padded (a padded
-    # boundary only starts or ends pairs that `ok` below leaves out, at length 0).
+    # boundary only ends pieces that `inside` below leaves out), and one column more, so that no
+    # words still give a column.
     bounds = tf.concat([tf.cast(starts, tf.int32), tf.expand_dims(tf.strings.length(words), 1)], axis=1)
-    bounds = bounds.to_tensor()
-    positions = tf.range(tf.shape(bounds)[1])
-    begin, end = bounds[:, :, None], bounds[:, None, :]  # (n, L + 1, 1) and (n, 1, L + 1)
-    ok = (positions[:, None] < positions[None, :])[None] & (positions[None, None, :] <= chars[:, None, None])
-    length = tf.where(ok, end - begin, 0)
-    text = tf.broadcast_to(words[:, None, None], tf.shape(length))
-    piece = tf.strings.substr(text, tf.broadcast_to(begin, tf.shape(length)), length)
-    prefix = tf.where(positions > 0, suffix, "")[None, :, None]
-    keys = tf.strings.join([tf.broadcast_to(prefix, tf.shape(piece)), piece])  # keys[w, i, j]: piece i..j
-    known = ok & (table.lookup(keys) >= 0)
-
+    bounds = tf.pad(bounds.to_tensor(), [[0, 0], [0, 1]])
+    last = tf.maximum(tf.shape(bounds)[1] - 2, 0)  # L, the longest word's characters
+    width = last if longest_piece is None else tf.minimum(last, longest_piece)
+    lengths = tf.range(1, width + 1)[None, :]  # (1, B): the lengths of piece looked up, in characters
     n = tf.shape(words)[0]
-    steps = tf.maximum(tf.shape(bounds)[1] - 1, 0)
-    columns = tf.range(steps)[None, :]
 
-    def step(t, at, failed, ends):
-        active = (at < chars) & ~failed
-        row = tf.gather(known, at, batch_dims=1)  # (n, L + 1): which ends make a piece from `at`
-        longest = tf.reduce_max(tf.where(row, positions[None, :], -1), axis=1)
-        failed |= active & (longest < 0)
-        moved = active & (longest >= 0)
-        ends = tf.where(columns == t, tf.where(moved, longest, -1)[:, None], ends)
-        return t + 1, tf.where(moved, longest, at), failed, ends
+    def step(t, at, failed, pieces, moves):
+        # Each word's longest piece from character `at`: its B candidates looked up at once.
+        active = (at < chars) & ~failed  # (n,)
+        ends = at[:, None] + lengths  # (n, B)
+        inside = active[:, None] & (ends <= chars[:, None])
+        begin = tf.gather(bounds, at, batch_dims=1)[:, None]  # (n, 1) bytes
+        size = tf.where(inside, tf.gather(bounds, tf.minimum(ends, last), batch_dims=1) - begin, 0)
+        piece = tf.strings.substr(tf.broadcast_to(words[:, None], tf.shape(size)),
+                                  tf.broadcast_to(begin, tf.shape(size)), size)
+        prefix = tf.broadcast_to(tf.where(at > 0, suffix, "")[:, None], tf.shape(piece))
+        keys = tf.strings.join([prefix, piece])  # (n, B)
+        longest = tf.reduce_max(tf.where(inside & (table.lookup(keys) >= 0), lengths, 0), axis=1)  # 0: none
+        moved = active & (longest > 0)
+        pieces = tf.concat([pieces, tf.gather(keys, tf.maximum(longest - 1, 0), batch_dims=1)[:, None]], axis=1)
+        moves = tf.concat([moves, moved[:, None]], axis=1)
+        return t + 1, tf.where(moved, at + longest, at), failed | (active & ~moved), pieces, moves
 
-    start = (0, tf.zeros([n], tf.int32), tf.zeros([n], tf.bool), tf.fill([n, steps], -1))
-    _, _, failed, ends = tf.while_loop(lambda t, *_: t < steps, step, start)  # ends: (n, steps), -1 after the last
-    begins = tf.concat([tf.zeros([n, 1], tf.int32), ends], axis=1)[:, :steps]  # each piece from the last end
-    pairs = tf.maximum(tf.stack([begins, ends], axis=-1), 0)
-    unknown_word = failed | (sizes > max_bytes)
-    kept = (ends >= 0) & ~unknown_word[:, None]
-    pieces = tf.ragged.boolean_mask(tf.gather_nd(keys, pairs, batch_dims=1), kept)
-    count = tf.reduce_sum(tf.cast(unknown_word, tf.int32))
-    unknowns = tf.RaggedTensor.from_row_lengths(tf.fill([count], unknown), tf.cast(unknown_word, tf.int64))
-    return tf.concat([unknowns, pieces], axis=1)  # each word's row: [UNK] or its pieces
+    def going(t, at, failed, *_):
+        return (t < last) & tf.reduce_any((at < chars) & ~failed)
+
+    start = (0, tf.zeros([n], tf.int32), tf.zeros([n], tf.bool), tf.fill([n, 0], ""), tf.zeros([n, 0], tf.bool))
+    columns = tf.TensorShape([None, None])  # pieces, moves: a column a step
+    _, _, failed, pieces, moves = tf.while_loop(  # at most L steps, one per piece
+        going, step, start, shape_invariants=(tf.TensorShape([]), *(tf.TensorShape([None]),) * 2, columns, columns))
+    return tf.ragged.boolean_mask(pieces, moves & ~failed[:, None]), failed  # no pieces for a failed word
+
+
+class CoreWordpiece(tf.Module):
+    """`wordpiece_split` with its table, in the place of tensorflow-text's `WordpieceTokenizer` in a
+    `tfattn.data.text.Tokenizer` (`tokenize(words)`, words ragged or dense, pieces one dimension more).
+
+    Args:
+        table: as `wordpiece_split`'s.
+        longest_piece: int. The characters of the vocabulary's longest entry.
+        suffix, unknown: as `wordpiece_split`'s.
+    """
+
+    def __init__(self, table, longest_piece, suffix="##", unknown="[UNK]", name=None):
+        super().__init__(name=name)
+        self.table = table
+        self.longest_piece = int(longest_piece)
+        self.suffix, self.unknown = suffix, unknown
+
+    def tokenize(self, words):
+        return wordpiece_split(words, self.table, self.suffix, self.unknown, longest_piece=self.longest_piece)

@@ -3,8 +3,8 @@
 The export holds the model's weights, both tokenizers' vocabularies and text processing, and the
 decoding loop, all as TensorFlow graphs. By default (`export(..., tokenizer_ops="core")`) they are
 core TensorFlow ops only, so loading it needs `tensorflow`, not `tfattn` or `tensorflow_text`
-(an export made with `tokenizer_ops="text"`, or with a WordPiece tokenizer, needs `import
-tensorflow_text` first, which registers its ops; see `docs/serving.md`):
+(an export made with `tokenizer_ops="text"` needs `import tensorflow_text` first, which registers
+its ops; see `docs/serving.md`):
 
     import tensorflow as tf
     translate = tf.saved_model.load(path).signatures["translate"]
@@ -339,7 +339,7 @@ def export(translator, path, tokenizer_ops="core"):
     TensorFlow ops (`tfattn.serving.core_text.CoreTokenizer`), so the export runs in any TensorFlow
     runtime: `saved_model_cli run`, TensorFlow Serving, TF Java, without tensorflow-text's kernels or
     ICU data. It translates what the tensorflow-text ops do. Where core ops would not give exactly the
-    same tokens (WordPiece splitting; the NFC and NFKC forms), that tokenizer keeps tensorflow-text's
+    same tokens (a source tokenizer's NFC and NFKC forms), that tokenizer keeps tensorflow-text's
     ops, and loading then needs `tensorflow_text` (`tfattn_config.json` says so under
     `"tokenizer_ops"`). `tokenizer_ops="text"` keeps tensorflow-text's ops everywhere.
 
@@ -473,7 +473,7 @@ def _from_file(tokenizer, directory, name, tokenizer_ops, uses):
 
 def ops_of(tokenizer):
     """`"core"` for a tokenizer of core TensorFlow ops only, else `"text"` (it needs tensorflow-text)."""
-    return "core" if isinstance(tokenizer, CoreTokenizer) and tokenizer.level != "wordpiece" else "text"
+    return "core" if isinstance(tokenizer, CoreTokenizer) else "text"
 
 
 def export_config(translator, source_ops="text", target_ops="text"):
