@@ -194,11 +194,21 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
     assert dates_translator.decoding_weights == {}  # only the export's translator copies the weights
 
 
-def test_an_export_writes_no_info_lines_and_keeps_the_loggers_level(dates_translator, tmp_path):
+def test_an_export_writes_no_info_lines_and_traces_each_function_once(dates_translator, tmp_path, monkeypatch):
     # As in a notebook, where TensorFlow sets its logger to INFO: tf.saved_model.save would log
-    # "Assets written to: ..." there.
-    from tfattn.serving.translator import export
+    # "Assets written to: ..." there. And each signature's function is traced once: `save` gets every
+    # function of the object again in its own context, which traced them all a second time.
+    from tfattn.serving.translator import BEAM_OUTPUTS, OUTPUTS, TEXT_OUTPUTS, Translator, export
 
+    traced = []
+    unless_empty = Translator._unless_empty
+
+    @tf.autograph.experimental.do_not_convert
+    def counted(self, text, fn, names):
+        traced.append(names)
+        return unless_empty(self, text, fn, names)
+
+    monkeypatch.setattr(Translator, "_unless_empty", counted)
     logger = tf.get_logger()
     records = []
     handler = logging.Handler(logging.DEBUG)
@@ -214,6 +224,8 @@ def test_an_export_writes_no_info_lines_and_keeps_the_loggers_level(dates_transl
         logger.removeHandler(handler)
         logger.setLevel(level)
     assert [r.getMessage() for r in records] == ["a line of the user's own"]
+    # translate, translate_beam (its four dtype pairs call one graph), translate_text; one head: no translate_heads
+    assert sorted(traced) == sorted([OUTPUTS, BEAM_OUTPUTS, TEXT_OUTPUTS]), traced
 
 
 @pytest.fixture(scope="module")
