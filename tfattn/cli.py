@@ -548,8 +548,8 @@ def _check_sizes(args, fields):
         raise ValueError(f"--heads must divide --units (each head gets units / heads features). Received: {received}")
     rnn_decoder = fields["attention"] != "transformer"
     if rnn_decoder and fields["tie_embeddings"] and fields["embedding_dim"] != args.units:
-        raise ValueError(f"--tie-embeddings needs --embedding-dim equal to --units (the output projection is the embedding "
-                         f"table, transposed), or --no-tie-embeddings. Received: --embedding-dim "
+        raise ValueError(f"--tie-embeddings needs --embedding-dim equal to --units (the output projection is the "
+                         f"embedding table, transposed), or --no-tie-embeddings. Received: --embedding-dim "
                          f"{fields['embedding_dim']}, --units {args.units}")
     recurrent = rnn_decoder and args.encoder == "rnn"  # (bidirectional: no flag turns it off)
     if recurrent and args.units % 2:

@@ -13,11 +13,13 @@ text = pytest.importorskip("tensorflow_text")
 
 def table_of(pieces):
     keys = tf.constant(pieces)
-    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, tf.range(len(pieces), dtype=tf.int64)), -1)
+    ids = tf.range(len(pieces), dtype=tf.int64)
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, ids), -1)
 
 
 def split(words, pieces, **kwargs):
-    return [[p.decode("utf-8") for p in w] for w in wordpiece_split(tf.constant(words), table_of(pieces), **kwargs).to_list()]
+    split_words = wordpiece_split(tf.constant(words), table_of(pieces), **kwargs).to_list()
+    return [[p.decode("utf-8") for p in w] for w in split_words]
 
 
 def test_longest_match_first_by_hand():

@@ -66,6 +66,7 @@ def wordpiece_split(words, table, suffix="##", unknown="[UNK]", max_bytes=100, l
         tf.gather(tf.concat([none, pieces], axis=0), place)], axis=1)
     return tf.gather(rows, index)
 
+
 def _longest_first(words, table, suffix, longest_piece):
     """The pieces of `words (n,)`, longest match first: `(pieces (n, (pieces)), failed (n,))`, where a
     failed word (a remainder that no piece starts) has none."""
