@@ -95,8 +95,9 @@ def measure(c, data, steps, source_vocab, target_vocab, precision="float32", pee
     tokens = padded = flops = seconds = 0
     peer_figures = {"steps": 0, "seconds": 0.0, "tokens": 0.0}
     for r in range(rounds):
+        part = timed[r * chunk:(r + 1) * chunk]  # the last round's may be shorter: the peer takes as many
         start = time.perf_counter()
-        for source, target in timed[r * chunk:(r + 1) * chunk]:
+        for source, target in part:
             out = step(source, target)
             tokens += int(out["tokens"])
             b, t_in = source.shape
@@ -106,7 +107,8 @@ def measure(c, data, steps, source_vocab, target_vocab, precision="float32", pee
         out["loss"].numpy()  # the chunk's last step done before the clock stops
         seconds += time.perf_counter() - start
         if peer is not None:
-            peer_figures = {k: v + peer.steps(chunk)[k] for k, v in peer_figures.items()}
+            figures = peer.steps(len(part))
+            peer_figures = {k: v + figures[k] for k, v in peer_figures.items()}
     result = {"s_per_step": seconds / len(timed), "nonpad_target_tokens_per_s": tokens / seconds,
               "padding_fraction": 1 - tokens / padded, "gflops": flops / seconds / 1e9}
     if peer is not None:

@@ -474,6 +474,22 @@ def test_the_peer_process_trains_on_request_and_quits(tmp_path):
     assert peer.process.returncode == 0
 
 
+def test_the_peer_trains_as_many_steps_as_each_round_times_of_ours():
+    """7 timed batches in 3 rounds: chunks of 3, 3 and 1, and the peer is asked once a round for 3, 3
+    and 1 steps (it was asked three times a round, once for each figure it reports, for 3 steps each)."""
+    asked = []
+    figures = lambda n: {"steps": n, "seconds": 0.1 * n, "tokens": 10.0 * n}  # noqa: E731
+    peer = types.SimpleNamespace(steps=lambda n: asked.append(n) or figures(n))
+    rng = np.random.default_rng(0)
+    data = [(tf.constant(rng.integers(4, 30, (2, 5)), tf.int32), tf.constant(rng.integers(4, 20, (2, 6)), tf.int32))
+            for _ in range(12)]
+    c = ModelConfig(attention="bahdanau", embedding_dim=4, units=4, max_source_length=40, max_target_length=40)
+    result = train_throughput.measure(c, data, 7, 30, 20, peer=peer, rounds=3)
+    assert asked == [3, 3, 1]
+    assert result["peer"]["steps"] == 7 and result["peer"]["s_per_step"] == 0.1
+    assert result["peer"]["nonpad_target_tokens_per_s"] == 100  # 10 tokens a step in 0.1 s
+
+
 # --- bench/latency.py -----------------------------------------------------------------------------
 
 
