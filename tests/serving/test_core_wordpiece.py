@@ -43,32 +43,38 @@ def test_pieces_end_on_characters_and_long_words_are_unknown():
 def test_ragged_words_and_no_words():
     table = table_of(["a", "##b"])
     words = tf.ragged.constant([["ab", "a"], [], ["b", "ab", "a"]])  # words again: each row is its own
-    assert wordpiece_split(words, table).to_list() == [[[b"a", b"##b"], [b"a"]], [], [[b"[UNK]"], [b"a", b"##b"], [b"a"]]]
+    want = [[[b"a", b"##b"], [b"a"]], [], [[b"[UNK]"], [b"a", b"##b"], [b"a"]]]
+    assert wordpiece_split(words, table).to_list() == want
     assert wordpiece_split(tf.constant([], tf.string), table).to_list() == []
 
 
+def random_cases(seed, letters, trials, piece, suffix, word, words):
+    """`trials` random vocabularies (about 12-15 pieces of `piece` (min, max) letters and as many
+    suffixes of `suffix` letters) with `words` words of `word` letters each."""
+    rng = random.Random(seed)
+    text_of = lambda n: "".join(rng.choice(letters) for _ in range(n))  # noqa: E731
+    for _ in range(trials):
+        starts = {text_of(rng.randint(*piece)) for _ in range(15)}
+        yield sorted(starts | {"##" + text_of(rng.randint(*suffix)) for _ in range(15)}), \
+            [text_of(rng.randint(*word)) for _ in range(words)]
+
+
+def tensorflow_text_pieces(words, pieces):
+    return text.WordpieceTokenizer(table_of(pieces), token_out_type=tf.string).tokenize(tf.constant(words)).to_list()
+
+
 def test_the_same_pieces_as_tensorflow_texts_op():
-    rng = random.Random(0)
-    letters = "abcdeé日"
-    word = lambda n: "".join(rng.choice(letters) for _ in range(n))  # noqa: E731
-    for trial in range(20):
-        pieces = sorted({word(rng.randint(1, 3)) for _ in range(12)} | {"##" + word(rng.randint(1, 3)) for _ in range(12)})
-        words = [word(rng.randint(1, 9)) for _ in range(60)] + ["é" * 50, "é" * 51]
-        expected = text.WordpieceTokenizer(table_of(pieces), token_out_type=tf.string).tokenize(tf.constant(words))
-        assert wordpiece_split(tf.constant(words), table_of(pieces)).to_list() == expected.to_list(), (trial, pieces)
+    for pieces, words in random_cases(0, "abcdeé日", 20, piece=(1, 3), suffix=(1, 3), word=(1, 9), words=60):
+        words += ["é" * 50, "é" * 51]
+        got = wordpiece_split(tf.constant(words), table_of(pieces)).to_list()
+        assert got == tensorflow_text_pieces(words, pieces), pieces
 
 
 def test_looking_up_only_substrings_as_long_as_the_longest_piece_gives_the_same_pieces():
-    rng = random.Random(1)
-    letters = "abcé日"
-    word = lambda n: "".join(rng.choice(letters) for _ in range(n))  # noqa: E731
-    for trial in range(10):
-        pieces = sorted({word(rng.randint(1, 4)) for _ in range(15)} | {"##" + word(rng.randint(1, 2)) for _ in range(15)})
-        words = tf.constant([word(rng.randint(1, 12)) for _ in range(40)] + ["", "é" * 50])
-        table = table_of(pieces)
-        expected = text.WordpieceTokenizer(table, token_out_type=tf.string).tokenize(words).to_list()
-        longest = max(len(p) for p in pieces)
-        assert wordpiece_split(words, table, longest_piece=longest).to_list() == expected, (trial, pieces)
+    for pieces, words in random_cases(1, "abcé日", 10, piece=(1, 4), suffix=(1, 2), word=(1, 12), words=40):
+        words += ["", "é" * 50]
+        got = wordpiece_split(tf.constant(words), table_of(pieces), longest_piece=max(map(len, pieces))).to_list()
+        assert got == tensorflow_text_pieces(words, pieces), pieces
     # A band narrower than the vocabulary's longest piece misses it: the band is what limits the lookups.
     assert split(["abcd"], ["abc", "a", "##bc", "##d"], longest_piece=2) == [["a", "##bc", "##d"]]
     assert split(["abcd"], ["abc", "a", "##bc", "##d"], longest_piece=3) == [["abc", "##d"]]
