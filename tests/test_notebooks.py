@@ -13,11 +13,12 @@ Every notebook in notebooks/ follows one pattern (CONTRIBUTING.md says it for th
 - one reading order (the tour, then 01, 02, ...): both READMEs list them so, and each notebook's last
   cell names the next.
 
-Execution (marked `long`: make test-long, and make test-colab under Colab's versions): a fresh
-`python3` kernel (ipykernel, this Python) per notebook, working directory a temporary one, in quick
-mode, with MPLBACKEND=Agg, `TFATTN_SOURCE` pointing the install cell at this checkout (no network), and
-neither TF_CPP_MIN_LOG_LEVEL nor KERAS_BACKEND set, so that the notebook's own setup is what runs. A
-cell that raises fails the test with the cell's index, the head of its source and the error.
+Execution (marked `long` and `notebook`: make test-long, and make test-colab under Colab's versions;
+.ci/run runs them in make test-colab only): a fresh `python3` kernel (ipykernel, this Python) per
+notebook, working directory a temporary one, in quick mode, with MPLBACKEND=Agg, `TFATTN_SOURCE`
+pointing the install cell at this checkout (no network), and neither TF_CPP_MIN_LOG_LEVEL nor
+KERAS_BACKEND set, so that the notebook's own setup is what runs. A cell that raises fails the test
+with the cell's index, the head of its source and the error.
 
     python tests/test_notebooks.py run notebooks/NAME.ipynb    # one notebook, with each cell's seconds
     python tests/test_notebooks.py run --full notebooks/NAME.ipynb    # as it comes (the form's sizes)
@@ -159,6 +160,7 @@ def startup_noise(cell):
 
 
 @pytest.mark.long
+@pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_in_a_kernel(path, tmp_path):
     notebook, cells, seconds = execute(path, tmp_path, extra_cells=solutions(load(path)))
@@ -412,6 +414,7 @@ def test_an_empty_tfattn_source_is_unset_in_the_install_cell_and_the_data_cell(m
 
 
 @pytest.mark.long
+@pytest.mark.notebook
 def test_the_install_cell_stops_the_notebook_when_pip_fails(tmp_path):
     # The install branch, forced: find_spec answers that tfattn is absent, and the source does not exist,
     # so pip fails at once (no network, nothing installed).
