@@ -13,7 +13,11 @@ a Bahdanau or Luong model by hand. Every row trains in float32 unless it says ot
 length (`{bucket: {"bleu", "n"}}`, as `tfattn.evaluate.bleu_by_length` gives it) and for sentences of
 16 words and more, the bottleneck's side (Bahdanau et al. 2014, Fig. 2).
 
-Usage: python bench/quality.py [--model ROW | --attention bahdanau|luong [--input-feeding]] [--minutes 15] [--out DIR]
+`--max-steps N` also stops a row at step N: a faster row (bfloat16) against a slower one at the
+slower one's steps, on the same learning-rate schedule.
+
+Usage: python bench/quality.py [--model ROW | --attention bahdanau|luong [--input-feeding]] [--minutes 15]
+       [--max-steps N] [--out DIR]
 """
 
 import argparse
@@ -99,6 +103,13 @@ ROWS = {
     "multihead-bf16-384": dict(kind="multihead", train=dict(precision="mixed_bfloat16", decay_to_budget=True),
                                run=dict(size=384)),
     "bahdanau-bf16": dict(kind="bahdanau", train=dict(precision="mixed_bfloat16", decay_to_budget=True)),
+    # The command line's recipe (multihead-wordpiece) in bfloat16, as `--precision auto` trains it on a
+    # CPU with AMX: on the float32 row's schedule (a cosine over the same steps; with --max-steps, the
+    # two compare at the same steps), and with the cosine over the clock (the time saved spent on steps).
+    "multihead-wordpiece-bf16": dict(kind="multihead", train=dict(precision="mixed_bfloat16"),
+                                     run=dict(level="wordpiece")),
+    "multihead-wordpiece-bf16-budget": dict(kind="multihead", run=dict(level="wordpiece"),
+                                            train=dict(precision="mixed_bfloat16", decay_to_budget=True)),
     # Per-kind warm-up and peak rate (the recipe: 1,000 warm-up steps for multi-head attention, 2e-3).
     "multihead-warmup2000": dict(kind="multihead", train=dict(warmup_steps=2000)),
     "multihead-lr3e-3": dict(kind="multihead", train=dict(learning_rate=3e-3)),
@@ -143,9 +154,9 @@ def run_config(args):
     steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
     fields = {"learning_rate": args.learning_rate, "precision": "float32", **TRAINING.get(args.model, {})}
     if fields.get("decay_to_budget"):  # the cosine over the time budget, whatever the step rate
-        train = TrainConfig(**fields, epochs=100, time_budget=seconds)
+        train = TrainConfig(**fields, epochs=100, time_budget=seconds, max_steps=args.max_steps)
     else:
-        train = TrainConfig(**fields, decay_steps=steps, epochs=100, time_budget=seconds)
+        train = TrainConfig(**fields, decay_steps=steps, epochs=100, time_budget=seconds, max_steps=args.max_steps)
     run = {k: v for k, v in _run_settings(args).items() if k != "size"}
     return recipe(CorpusConfig(corpus=str(spa.SPA)), model_config(args), train, args.vocab_size, **run)
 
@@ -203,6 +214,7 @@ def main():
     parser.add_argument("--dropout", type=float, default=0.2)
     parser.add_argument("--vocab-size", type=int, default=5000, help="word vocabulary per side (the peer: 5,000)")
     parser.add_argument("--step-seconds", type=float, default=0.09, help="expected seconds per step")
+    parser.add_argument("--max-steps", type=int, help="stop at this step too (to compare with a row at its steps)")
     parser.add_argument("--out", help="run directory (default: a temporary one)")
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="tfattn-quality-")
@@ -220,7 +232,7 @@ def main():
         "config": {"learning_rate": config.train.learning_rate, "warmup_steps": config.train.warmup_steps,
                    "dropout": args.dropout, "vocab_size": args.vocab_size, "precision": config.train.precision,
                    "label_smoothing": config.train.label_smoothing, "tokenizer": config.target_tokenizer.level,
-                   "checkpoint_every": config.checkpoint_every,
+                   "checkpoint_every": config.checkpoint_every, "max_steps": config.train.max_steps,
                    "average_checkpoints": config.validation.average_checkpoints},
         "averaged": summary.get("averaged"),
         "run": os.path.join(out, "run"),

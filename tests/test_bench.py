@@ -316,7 +316,8 @@ def test_splits_of_the_real_corpus(fresh_spa):
 
 def test_quality_run_config_ends_the_decay_when_the_time_does():
     args = argparse.Namespace(minutes=1.5, step_seconds=0.5, vocab_size=300, attention="luong", score="dot",
-                              input_feeding=True, dropout=0.1, learning_rate=1e-3, model=None)
+                              input_feeding=True, dropout=0.1, learning_rate=1e-3, model=None,
+                              max_steps=None)
     config = quality.run_config(args)
     assert config.train.time_budget == 90.0  # 1.5 minutes
     assert config.train.decay_steps == 180  # 90 s / 0.5 s per step
@@ -388,7 +389,8 @@ def test_transformer_flops_count_every_matmul_of_a_small_model():
 
 def test_quality_has_a_row_for_every_model_kind():
     args = argparse.Namespace(minutes=15, step_seconds=0.09, vocab_size=5000, dropout=0.2, learning_rate=2e-3,
-                              model="luong-local-p", attention="bahdanau", score="general", input_feeding=False)
+                              model="luong-local-p", attention="bahdanau", score="general", input_feeding=False,
+                              max_steps=None)
     model = quality.run_config(args).model
     assert (model.attention, model.local, model.window, model.units) == ("luong", "p", 10, 256)
     kinds = {name: quality.model_config(argparse.Namespace(**{**vars(args), "model": name}))
@@ -403,7 +405,7 @@ def quality_config(row, **changes):
     """The `RunConfig` `bench/quality.py --model ROW` trains, without training."""
     args = argparse.Namespace(**{**dict(minutes=15, step_seconds=0.09, vocab_size=5000, dropout=0.2,
                                         learning_rate=2e-3, model=row, attention="bahdanau", score="general",
-                                        input_feeding=False), **changes})
+                                        input_feeding=False, max_steps=None), **changes})
     return quality.run_config(args)
 
 
@@ -432,6 +434,12 @@ def test_every_issue_44_row_changes_one_thing_of_its_kind():
      and c.target_tokenizer.max_tokens == 5000),
     ("multihead-bf16", lambda c: c.train.precision == "mixed_bfloat16" and c.train.decay_to_budget
      and c.train.decay_steps is None and c.model.units == 256),
+    # The command line's recipe in bfloat16 on the float32 row's schedule: a cosine over 900 s / 0.09 s
+    # = 10,000 steps, so that with --max-steps the two compare at the same steps and learning rates.
+    ("multihead-wordpiece-bf16", lambda c: c.train.precision == "mixed_bfloat16" and c.train.decay_steps == 10_000
+     and not c.train.decay_to_budget and c.target_tokenizer.level == "wordpiece" and c.train.max_steps is None),
+    ("multihead-wordpiece-bf16-budget", lambda c: c.train.precision == "mixed_bfloat16" and c.train.decay_to_budget
+     and c.train.decay_steps is None and c.target_tokenizer.level == "wordpiece"),
     ("multihead-bf16-384", lambda c: c.model.units == c.model.embedding_dim == 384 and c.model.heads == 4),
     ("multihead-warmup2000", lambda c: c.train.warmup_steps == 2000),
     ("multihead-lr3e-3", lambda c: c.train.learning_rate == 3e-3 and c.train.warmup_steps == 1000),
@@ -442,6 +450,12 @@ def test_every_issue_44_row_changes_one_thing_of_its_kind():
 ])
 def test_issue_44_rows(row, check):
     assert check(quality_config(row))
+
+
+def test_quality_max_steps_stops_a_row_at_that_step_and_keeps_its_schedule():
+    config, plain = quality_config("multihead-wordpiece-bf16", max_steps=6_000), quality_config("multihead-wordpiece")
+    assert config.train.max_steps == 6_000 and config.train.time_budget == 900.0
+    assert (config.train.decay_steps, config.train.warmup_steps) == (plain.train.decay_steps, plain.train.warmup_steps)
 
 
 def test_every_row_builds_its_model():

@@ -99,6 +99,26 @@ def test_fit_time_budget_stops_after_the_first_step():
     assert len(history["loss"]) == 1
 
 
+def test_fit_stops_at_max_steps_mid_epoch_and_across_a_second_fit():
+    # 40 rows in batches of 8: 5 steps an epoch. max_steps 7 stops 2 steps into the second epoch,
+    # whatever `epochs` allows; a second `fit` with the same config takes no step.
+    trainer = Trainer(tiny_model(), TrainConfig(epochs=10, max_steps=7), quiet=True)
+    history = trainer.fit(dataset())
+    assert trainer.step == 7 and len(history["loss"]) == 2
+    assert int(trainer.epoch) == 2 and int(trainer.position) == 2  # the second epoch, 2 batches in
+    trainer.fit(dataset())
+    assert trainer.step == 7
+    trainer.config.max_steps = 10  # raised: the run goes on from where it stopped, to step 10, which
+    trainer.fit(dataset())  # ends the second epoch: stopped there, as a time budget stops (position 5)
+    assert trainer.step == 10 and int(trainer.epoch) == 2 and int(trainer.position) == 5
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "7"])
+def test_max_steps_must_be_a_positive_int(bad):
+    with pytest.raises(ValueError, match=f"max_steps must be an int >= 1 or None. Received: max_steps={bad!r}"):
+        TrainConfig(max_steps=bad)
+
+
 def test_progress_is_read_every_log_every_steps():
     # 40 rows in batches of 8: 5 steps; with log_every 2 the progress line is updated after steps 2 and 4.
     trainer = Trainer(tiny_model(), TrainConfig(epochs=1, learning_rate=0.01, log_every=2), quiet=True)

@@ -32,6 +32,9 @@ class TrainConfig:
         clip_norm: gradient clipping by global norm.
         epochs: passes over the training data (upper bound when `time_budget` is set).
         time_budget: seconds of training after which the loop stops (None: no limit).
+        max_steps: the global step at which the loop stops (None: no limit), so that runs of
+            different speeds can be compared at the same number of steps (a resumed run counts
+            the steps it was resumed with).
         steps_per_epoch: batches per epoch (None: the whole dataset).
         seed: random seed for weights and dropout.
         accel: run the fast tier (`tfattn.accel`): written-out loops and gradients, fused Adam. With
@@ -72,6 +75,7 @@ class TrainConfig:
     clip_norm: float = 5.0
     epochs: int = 10
     time_budget: float | None = None
+    max_steps: int | None = None
     steps_per_epoch: int | None = None
     seed: int = 0
     accel: bool | None = None
@@ -90,6 +94,8 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be > 0. Received: learning_rate={self.learning_rate!r}")
         if not isinstance(self.epochs, int) or self.epochs < 1:
             raise ValueError(f"epochs must be an int >= 1. Received: epochs={self.epochs!r}")
+        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
+            raise ValueError(f"max_steps must be an int >= 1 or None. Received: max_steps={self.max_steps!r}")
         if self.decay_to_budget and self.time_budget is None:
             raise ValueError(f"decay_to_budget needs a time_budget. Received: time_budget={self.time_budget!r}")
         if not isinstance(self.log_every, int) or self.log_every < 1:
@@ -338,7 +344,7 @@ class Trainer:
                                                              self.epoch, self.position, self.epoch_sums,
                                                              self.nonfinite])
             self._chief_seconds = 0.0
-        while int(self.epoch) <= self.config.epochs:
+        while int(self.epoch) <= self.config.epochs and not self._reached_max_steps():
             epoch = int(self.epoch)
             data = dataset(epoch) if callable(dataset) else dataset
             logs, tokens_per_s, finished = self._run_epoch(data, start, on_step, on_log)
@@ -408,13 +414,17 @@ class Trainer:
         return self._chief_seconds
 
     def _should_stop(self, start):
-        """Whether training stops here: `stop_training` or the time budget spent, by the chief's
-        decision under several workers (one small all-reduce), so that all stop at the same step."""
-        stop = self.stop_training or _out_of_time(self.config, start)
+        """Whether training stops here: `stop_training`, the time budget spent or `max_steps` reached,
+        by the chief's decision under several workers (one small all-reduce), so that all stop at the
+        same step."""
+        stop = self.stop_training or self._reached_max_steps() or _out_of_time(self.config, start)
         if self._chief is None:
             return stop
         self._chief_seconds, stop = self._chief([time.perf_counter() - start, float(stop)])
         return bool(stop)
+
+    def _reached_max_steps(self):
+        return self.config.max_steps is not None and self.steps_taken >= self.config.max_steps
 
     def _check_and_log(self, on_log):
         """Stops the run if `config.max_nonfinite` steps in a row were skipped; calls `on_log` with
