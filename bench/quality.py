@@ -121,6 +121,9 @@ ROWS = {
     # the cosine's tail); the average is exported when it validates better than the best checkpoint.
     "multihead-avg5": dict(kind="multihead", run=dict(checkpoint_every=500, average_checkpoints=5)),
     "bahdanau-avg5": dict(kind="bahdanau", run=dict(checkpoint_every=500, average_checkpoints=5)),
+    # The same on the command line's recipe, against `multihead-wordpiece`.
+    "multihead-wordpiece-avg5": dict(kind="multihead", run=dict(level="wordpiece", checkpoint_every=500,
+                                                                average_checkpoints=5)),
 }
 for _name, _row in ROWS.items():
     KINDS[_name] = {**KINDS[_row["kind"]], **_row.get("model", {})}

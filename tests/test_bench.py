@@ -445,6 +445,8 @@ def test_every_issue_44_row_changes_one_thing_of_its_kind():
     ("multihead-lr3e-3", lambda c: c.train.learning_rate == 3e-3 and c.train.warmup_steps == 1000),
     ("transformer-postnorm", lambda c: c.model.norm == "post" and c.train.warmup_steps == 1000),
     ("multihead-avg5", lambda c: c.validation.average_checkpoints == 5 and c.checkpoint_every == 500),
+    ("multihead-wordpiece-avg5", lambda c: c.validation.average_checkpoints == 5 and c.checkpoint_every == 500
+     and c.target_tokenizer.level == "wordpiece" and c.train.precision == "float32"),
     ("multihead", lambda c: c.train.precision == "float32" and c.train.label_smoothing == 0.0
      and not c.model.tie_embeddings and c.model.norm == "pre" and c.checkpoint_every == 2000),
 ])
