@@ -110,6 +110,8 @@ ROWS = {
                                      run=dict(level="wordpiece")),
     "multihead-wordpiece-bf16-budget": dict(kind="multihead", run=dict(level="wordpiece"),
                                             train=dict(precision="mixed_bfloat16", decay_to_budget=True)),
+    # The recipe in float32 with the cosine over the clock, as `tfattn train --time-budget` schedules it.
+    "multihead-wordpiece-budget": dict(kind="multihead", run=dict(level="wordpiece"), train=dict(decay_to_budget=True)),
     # Per-kind warm-up and peak rate (the recipe: 1,000 warm-up steps for multi-head attention, 2e-3).
     "multihead-warmup2000": dict(kind="multihead", train=dict(warmup_steps=2000)),
     "multihead-lr3e-3": dict(kind="multihead", train=dict(learning_rate=3e-3)),

@@ -440,6 +440,8 @@ def test_every_issue_44_row_changes_one_thing_of_its_kind():
      and not c.train.decay_to_budget and c.target_tokenizer.level == "wordpiece" and c.train.max_steps is None),
     ("multihead-wordpiece-bf16-budget", lambda c: c.train.precision == "mixed_bfloat16" and c.train.decay_to_budget
      and c.train.decay_steps is None and c.target_tokenizer.level == "wordpiece"),
+    ("multihead-wordpiece-budget", lambda c: c.train.precision == "float32" and c.train.decay_to_budget
+     and c.train.decay_steps is None and c.target_tokenizer.level == "wordpiece"),
     ("multihead-bf16-384", lambda c: c.model.units == c.model.embedding_dim == 384 and c.model.heads == 4),
     ("multihead-warmup2000", lambda c: c.train.warmup_steps == 2000),
     ("multihead-lr3e-3", lambda c: c.train.learning_rate == 3e-3 and c.train.warmup_steps == 1000),
