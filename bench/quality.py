@@ -158,10 +158,9 @@ def run_config(args):
     seconds = args.minutes * 60
     steps = int(seconds / args.step_seconds)  # the cosine decay ends about when the time does
     fields = {"learning_rate": args.learning_rate, "precision": "float32", **TRAINING.get(args.model, {})}
-    if fields.get("decay_to_budget"):  # the cosine over the time budget, whatever the step rate
-        train = TrainConfig(**fields, epochs=100, time_budget=seconds, max_steps=args.max_steps)
-    else:
-        train = TrainConfig(**fields, decay_steps=steps, epochs=100, time_budget=seconds, max_steps=args.max_steps)
+    # decay_to_budget: the cosine over the time budget, whatever the step rate; else over `steps`
+    decay = {} if fields.get("decay_to_budget") else {"decay_steps": steps}
+    train = TrainConfig(**fields, **decay, epochs=100, time_budget=seconds, max_steps=args.max_steps)
     run = {k: v for k, v in _run_settings(args).items() if k != "size"}
     return recipe(CorpusConfig(corpus=str(spa.SPA)), model_config(args), train, args.vocab_size, **run)
 
