@@ -147,7 +147,14 @@ def test_two_workers_train_one_run_that_restores_and_resumes_in_one_process(tmp_
     together, by_one = (json.load(open(os.path.join(path, "history.json"))) for path in (run, alone))
     assert together["loss"][0] == by_one["loss"][0]  # the first epoch, the same history
     assert together["loss"][1] == pytest.approx(by_one["loss"][1], rel=1e-5)
-    assert together["val_loss"][1] == pytest.approx(by_one["val_loss"][1], rel=1e-5)
+    # The loss after the epoch's last step is looser than the epoch's mean: two workers add up their
+    # halves of each gradient in another order than one process, and Adam's update, m / (sqrt(v) +
+    # eps), turns a rounding difference in a weight's near-zero gradient into one of up to the
+    # learning rate in that weight. Measured: 1.8713 against 1.8705 (4e-4 relative) on an Intel CPU
+    # with AMX, the same on every run there; within 1e-5 on AMD. The second epoch's own change of
+    # the validation loss is ten times that tolerance or more, so a run that lost it still fails.
+    assert together["val_loss"][1] == pytest.approx(by_one["val_loss"][1], rel=2e-3)
+    assert by_one["val_loss"][0] - by_one["val_loss"][1] > 10 * 2e-3 * by_one["val_loss"][1]
     assert json.load(open(os.path.join(alone, "config.json")))["distribute"]["strategy"] == "default"
 
 
