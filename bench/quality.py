@@ -112,6 +112,12 @@ ROWS = {
                                             train=dict(precision="mixed_bfloat16", decay_to_budget=True)),
     # The recipe in float32 with the cosine over the clock, as `tfattn train --time-budget` schedules it.
     "multihead-wordpiece-budget": dict(kind="multihead", run=dict(level="wordpiece"), train=dict(decay_to_budget=True)),
+    # The same with the cosine ending higher (Keras' alpha): at 30% of the peak, where the recipe's
+    # cosine over 10,000 steps stood when its 15 minutes ended (28% at 7,509 steps), and at 10%.
+    "multihead-wordpiece-budget30": dict(kind="multihead", run=dict(level="wordpiece"),
+                                         train=dict(decay_to_budget=True, decay_alpha=0.3)),
+    "multihead-wordpiece-budget10": dict(kind="multihead", run=dict(level="wordpiece"),
+                                         train=dict(decay_to_budget=True, decay_alpha=0.1)),
     # Per-kind warm-up and peak rate (the recipe: 1,000 warm-up steps for multi-head attention, 2e-3).
     "multihead-warmup2000": dict(kind="multihead", train=dict(warmup_steps=2000)),
     "multihead-lr3e-3": dict(kind="multihead", train=dict(learning_rate=3e-3)),

@@ -419,7 +419,7 @@ def test_every_issue_44_row_changes_one_thing_of_its_kind():
         changed |= {"tokenizer"} if config.target_tokenizer != base.target_tokenizer else set()
         assert changed, row  # a row that changes nothing measures nothing
         allowed = {"model.tie_embeddings", "model.norm", "model.embedding_dim", "model.units", "train.label_smoothing",
-                   "train.precision", "train.decay_to_budget", "train.decay_steps", "train.warmup_steps",
+                   "train.precision", "train.decay_to_budget", "train.decay_steps", "train.decay_alpha", "train.warmup_steps",
                    "train.learning_rate", "checkpoint_every", "validation.average_checkpoints", "tokenizer"}
         assert changed <= allowed, (row, changed - allowed)
 
@@ -442,6 +442,10 @@ def test_every_issue_44_row_changes_one_thing_of_its_kind():
      and c.train.decay_steps is None and c.target_tokenizer.level == "wordpiece"),
     ("multihead-wordpiece-budget", lambda c: c.train.precision == "float32" and c.train.decay_to_budget
      and c.train.decay_steps is None and c.target_tokenizer.level == "wordpiece"),
+    ("multihead-wordpiece-budget30", lambda c: c.train.decay_to_budget and c.train.decay_steps is None
+     and c.train.decay_alpha == 0.3 and c.train.precision == "float32" and c.target_tokenizer.level == "wordpiece"),
+    ("multihead-wordpiece-budget10", lambda c: c.train.decay_to_budget and c.train.decay_alpha == 0.1),
+    ("multihead-wordpiece-budget", lambda c: c.train.decay_alpha == 0.01),
     ("multihead-bf16-384", lambda c: c.model.units == c.model.embedding_dim == 384 and c.model.heads == 4),
     ("multihead-warmup2000", lambda c: c.train.warmup_steps == 2000),
     ("multihead-lr3e-3", lambda c: c.train.learning_rate == 3e-3 and c.train.warmup_steps == 1000),

@@ -49,3 +49,26 @@ def test_each_step_trains_at_the_rate_of_its_time(monkeypatch, dates_data):
     readings = [budget_learning_rate(config, elapsed) for elapsed in range(0, 1000, 10)]
     for rate in rates:  # each one is the schedule's rate at some reading of the clock
         assert min(abs(rate - r) for r in readings) < 1e-9, rate
+
+
+@pytest.mark.parametrize("elapsed, share", [(0, 1.0), (60, 0.3 + 0.7 * 0.5), (120, 0.3), (500, 0.3)])
+def test_decay_alpha_is_where_the_budget_cosine_ends(elapsed, share):
+    """Keras' CosineDecay alpha: peak * (alpha + (1 - alpha) * (1 + cos(pi * t / T)) / 2), by hand at
+    alpha 0.3: the peak at 0, 0.65 of it half-way, 0.3 of it at the budget and after."""
+    config = TrainConfig(learning_rate=2e-3, time_budget=120, decay_to_budget=True, decay_alpha=0.3)
+    assert budget_learning_rate(config, elapsed) == pytest.approx(2e-3 * share)
+
+
+def test_decay_alpha_is_where_the_step_cosine_ends():
+    """Over `decay_steps` the same alpha goes to Keras' own CosineDecay: the peak at step 0, 0.65 of it at
+    step 50 of 100, 0.3 of it from step 100 on."""
+    from tfattn.training.schedules import learning_rate
+
+    schedule = learning_rate(TrainConfig(learning_rate=2e-3, decay_steps=100, decay_alpha=0.3))
+    assert [float(schedule(step)) for step in (0, 50, 100, 400)] == pytest.approx([2e-3, 1.3e-3, 6e-4, 6e-4])
+
+
+@pytest.mark.parametrize("alpha", [-0.1, 1.5, "0.3", True, None])
+def test_decay_alpha_must_be_a_fraction(alpha):
+    with pytest.raises(ValueError, match=r"decay_alpha must be a number in \[0, 1\]. Received: decay_alpha="):
+        TrainConfig(decay_alpha=alpha)

@@ -2,8 +2,8 @@
 
     schedule       after `warmup_steps` steps of a linear rise from 0 to the peak rate `r`
     "constant"     r
-    "cosine"       a cosine from r down to 1% of r over `decay_steps` steps, then 1% (constant
-                   without `decay_steps`); Keras' `CosineDecay`
+    "cosine"       a cosine from r down to a fraction of r (`decay_alpha`, 1% unless set) over
+                   `decay_steps` steps, then that (constant without `decay_steps`); Keras' `CosineDecay`
     "inverse_sqrt" r * sqrt(w / step), w = max(warmup_steps, 1) (Vaswani et al. 2017, section 5.3)
 
 Reference: arXiv 1706.03762, section 5.3, eq. 3 (the warm-up and inverse square root).
@@ -50,15 +50,15 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 def learning_rate(config):
     """The learning rate (a float or a Keras schedule) of a `TrainConfig`: `schedule`, `warmup_steps`,
-    `decay_steps` and the peak `learning_rate`. Under `decay_to_budget` the trainer sets the rate
+    `decay_steps`, `decay_alpha` and the peak `learning_rate`. Under `decay_to_budget` the trainer sets the rate
     at each step instead (`tfattn.training.trainer.budget_learning_rate`), warm-up included."""
     rate, warmup = config.learning_rate, config.warmup_steps or 0  # None: no warm-up outside a run
     if config.decay_to_budget:
         return rate
     if config.schedule == "cosine" and config.decay_steps:
         if not warmup:
-            return keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=0.01)
-        return keras.optimizers.schedules.CosineDecay(0.0, config.decay_steps, alpha=0.01, warmup_target=rate,
+            return keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=config.decay_alpha)
+        return keras.optimizers.schedules.CosineDecay(0.0, config.decay_steps, alpha=config.decay_alpha, warmup_target=rate,
                                                       warmup_steps=warmup)
     if config.schedule == "inverse_sqrt" or warmup:
         return WarmupSchedule(rate, warmup, "inverse_sqrt" if config.schedule == "inverse_sqrt" else "constant")

@@ -24,11 +24,13 @@ class TrainConfig:
 
     Attributes:
         learning_rate: Adam learning rate (the peak one when `decay_steps` is set).
-        decay_steps: if set, the learning rate follows a cosine from `learning_rate` down to 1% of
-            it over this many steps, then stays there.
+        decay_steps: if set, the learning rate follows a cosine from `learning_rate` down to
+            `decay_alpha` of it over this many steps, then stays there.
         decay_to_budget: with `time_budget`, the learning rate follows that cosine over the budget's
             time instead (`budget_learning_rate`), so the schedule ends when training does on any
             machine; with `decay_steps` too, over whichever of the two runs out first.
+        decay_alpha: where the cosine ends, as a fraction of `learning_rate` (Keras' `CosineDecay`
+            `alpha`), in [0, 1]. Defaults to 0.01.
         clip_norm: gradient clipping by global norm.
         epochs: passes over the training data (upper bound when `time_budget` is set).
         time_budget: seconds of training after which the loop stops (None: no limit).
@@ -46,7 +48,7 @@ class TrainConfig:
         warmup_steps: steps of a linear rise of the learning rate from 0 to `learning_rate`. None
             (the default): in a `RunConfig`, the warm-up its model needs (`runs.default_warmup`:
             1,000 steps with multi-head attention, else none); used alone, none.
-        schedule: after the warm-up, `"cosine"` (down to 1% over `decay_steps`; constant without
+        schedule: after the warm-up, `"cosine"` (down to `decay_alpha` over `decay_steps`; constant without
             them), `"constant"` or `"inverse_sqrt"` (`tfattn.training.schedules`).
         precision: `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`: the Keras dtype policy the
             model was made under (`tfattn.training.precision`); float16 trains on the reference tier
@@ -72,6 +74,7 @@ class TrainConfig:
     learning_rate: float = 1e-3
     decay_steps: int | None = None
     decay_to_budget: bool = False
+    decay_alpha: float = 0.01
     clip_norm: float = 5.0
     epochs: int = 10
     time_budget: float | None = None
@@ -96,6 +99,9 @@ class TrainConfig:
             raise ValueError(f"epochs must be an int >= 1. Received: epochs={self.epochs!r}")
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise ValueError(f"max_steps must be an int >= 1 or None. Received: max_steps={self.max_steps!r}")
+        if isinstance(self.decay_alpha, bool) or not isinstance(self.decay_alpha, (int, float)) or not (
+                0 <= self.decay_alpha <= 1):
+            raise ValueError(f"decay_alpha must be a number in [0, 1]. Received: decay_alpha={self.decay_alpha!r}")
         if self.decay_to_budget and self.time_budget is None:
             raise ValueError(f"decay_to_budget needs a time_budget. Received: time_budget={self.time_budget!r}")
         if not isinstance(self.log_every, int) or self.log_every < 1:
@@ -501,14 +507,15 @@ def _check_policy(model, precision):
 
 def budget_learning_rate(config, elapsed, step=0):
     """The learning rate `elapsed` seconds and `step` steps into a `decay_to_budget` run: a cosine
-    from `config.learning_rate` down to 1% of it at `config.time_budget` (or at `config.decay_steps`
-    steps, if set and reached first), then 1%; during `config.warmup_steps` steps, that times
-    `step / warmup_steps`."""
+    from `config.learning_rate` down to `config.decay_alpha` of it at `config.time_budget` (or at
+    `config.decay_steps` steps, if set and reached first), then that; during `config.warmup_steps`
+    steps, that times `step / warmup_steps`."""
     fraction = elapsed / config.time_budget
     if config.decay_steps:
         fraction = max(fraction, step / config.decay_steps)
     fraction = min(max(fraction, 0.0), 1.0)
-    rate = config.learning_rate * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * fraction)))
+    alpha = config.decay_alpha
+    rate = config.learning_rate * (alpha + (1.0 - alpha) * 0.5 * (1.0 + math.cos(math.pi * fraction)))
     return rate * min(step / config.warmup_steps, 1.0) if config.warmup_steps else rate
 
 
