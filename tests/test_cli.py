@@ -676,3 +676,40 @@ def test_the_beam_signature_refuses_a_vector_beam_width_or_length_penalty(export
     with pytest.raises(tf.errors.InvalidArgumentError, match=rf"(?s){name}_must_be_a_scalar.*"
                                                              rf"Shape of tensor {name} \[2\] is not compatible"):
         beam(text=tf.constant(["5 march 2019", "6 march 2019"]), **inputs)
+
+
+@pytest.mark.parametrize("flags, to_budget, alpha", [
+    (["--time-budget", "15m"], True, 0.3),  # the cosine over the clock ends at 30% of the peak
+    (["--time-budget", "15m", "--decay-alpha", "0.05"], True, 0.05),
+    (["--decay-steps", "1000"], False, 0.01),  # Keras' CosineDecay over steps, to 1% unless told
+    (["--decay-steps", "1000", "--decay-alpha", "0.5"], False, 0.5),
+    (["--time-budget", "15m", "--decay-steps", "1000"], False, 0.01),  # the steps given decide
+])
+def test_decay_alpha_reaches_the_config(tmp_path, flags, to_budget, alpha):
+    train = config_of(tmp_path, *flags).train
+    assert (train.decay_to_budget, train.decay_alpha) == (to_budget, alpha)
+
+
+def test_decay_alpha_without_a_cosine_is_refused(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"^--decay-alpha sets where a cosine ends, and this run has none: give "
+                                         r"--decay-steps or --time-budget too\. Received: --decay-alpha 0\.2$"):
+        config_of(tmp_path, "--decay-alpha", "0.2")
+    status, _, err = run_main(capsys, "train", "--out", "r", "--decay-alpha", "1.5")
+    assert status == 2 and err.splitlines()[-1] == (
+        "tfattn train: error: argument --decay-alpha: expected a number in [0, 1). Received: '1.5'")
+
+
+@pytest.mark.parametrize("flags, received", [
+    (["--schedule", "inverse-sqrt", "--decay-steps", "100"], "--decay-steps 100 --schedule inverse-sqrt"),
+    (["--schedule", "constant", "--time-budget", "5m", "--decay-alpha", "0.2"], "--decay-alpha 0.2 --schedule constant"),
+])
+def test_cosine_flags_with_another_schedule_are_refused(tmp_path, flags, received):
+    with pytest.raises(ValueError, match=rf"^{received.split()[0]} shapes the cosine schedule, and --schedule "
+                                         rf"{flags[1]} has none\. Received: {received}$"):
+        config_of(tmp_path, *flags)
+
+
+def test_a_time_budget_with_another_schedule_keeps_that_schedule(tmp_path):
+    """Only the cosine is fitted to the clock: inverse-sqrt under --time-budget stays inverse-sqrt."""
+    train = config_of(tmp_path, "--schedule", "inverse-sqrt", "--time-budget", "5m").train
+    assert (train.schedule, train.decay_to_budget, train.time_budget) == ("inverse_sqrt", False, 300.0)

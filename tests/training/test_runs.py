@@ -61,6 +61,17 @@ def test_run_config_of_an_earlier_version_loads_without_its_retired_fields():
         RunConfig.from_dict(old)
 
 
+def test_an_earlier_run_with_a_schedule_its_time_budget_overrode_resumes_on_the_cosine_it_trained_on():
+    """Before `decay_to_budget` refused other schedules, `--schedule inverse-sqrt --time-budget` trained
+    on the cosine fitted to the budget: such a config.json loads with the schedule the run had."""
+    old = RunConfig(train=TrainConfig(time_budget=60, decay_to_budget=True)).to_dict()
+    old["train"]["schedule"] = "inverse_sqrt"
+    config = RunConfig.from_dict(json.loads(json.dumps(old)))
+    assert (config.train.schedule, config.train.decay_to_budget) == ("cosine", True)
+    old["train"]["decay_to_budget"] = False  # not overridden: kept as written
+    assert RunConfig.from_dict(old).train.schedule == "inverse_sqrt"
+
+
 def test_load_splits_of_a_single_file(tmp_path):
     pairs = write_anki(tmp_path / "d.txt", 120)
     parts, summary = load_splits(CorpusConfig(corpus=str(tmp_path / "d.txt")))

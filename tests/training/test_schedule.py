@@ -72,3 +72,9 @@ def test_decay_alpha_is_where_the_step_cosine_ends():
 def test_decay_alpha_must_be_a_fraction(alpha):
     with pytest.raises(ValueError, match=r"decay_alpha must be a number in \[0, 1\]. Received: decay_alpha="):
         TrainConfig(decay_alpha=alpha)
+
+
+def test_decay_to_budget_needs_the_cosine_schedule():
+    with pytest.raises(ValueError, match=r"decay_to_budget fits the cosine schedule to the time budget; "
+                                         r"schedule='inverse_sqrt' has none"):
+        TrainConfig(time_budget=60, decay_to_budget=True, schedule="inverse_sqrt")

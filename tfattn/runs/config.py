@@ -152,6 +152,8 @@ def _fields_of(kind, d, where):
             arguments = _fields_of(section, _without_retired(name, value), f"{where}{name}.")
             if section is ModelConfig:  # options that earlier versions recorded and their models ignored
                 arguments = without_unused(arguments)
+            if section is TrainConfig and arguments.get("decay_to_budget"):  # earlier versions fitted the
+                arguments["schedule"] = "cosine"  # cosine to the budget whatever the schedule: what they trained
             try:
                 value = section(**arguments)
             except (TypeError, ValueError) as error:  # the section's own checks (`__post_init__`)

@@ -110,6 +110,9 @@ class TrainConfig:
             raise ValueError(f"warmup_steps must be an int >= 0 or None. Received: warmup_steps={self.warmup_steps!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}. Received: schedule={self.schedule!r}")
+        if self.decay_to_budget and self.schedule != "cosine":
+            raise ValueError(f"decay_to_budget fits the cosine schedule to the time budget; schedule={self.schedule!r} "
+                             f"has none. Received: decay_to_budget=True, schedule={self.schedule!r}")
         check_precision(self.precision)
         check_label_smoothing(self.label_smoothing)
         if not isinstance(self.max_nonfinite, int) or self.max_nonfinite < 1:
