@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 import tfattn
-from conftest import run_main, shared_data, train_dates_translator, shared_export
+from conftest import made_once, run_main, shared_data, shared_dates_translator, shared_export
 from tfattn.data import dates
 from tfattn.serving.litert import CONFIG_FILE, MODEL_FILE, LiteRTTranslator, export_litert
 from tfattn.serving.translator import export, load
@@ -32,17 +32,19 @@ KINDS = ("bahdanau", "luong", "transformer")
 
 
 @pytest.fixture(scope="module")
-def translators(dates_data, dates_translator, bahdanau_translator):
-    """The session's Bahdanau and Luong dates translators, and a Transformer trained as briefly."""
+def translators(dates_data, dates_translator, bahdanau_translator, tmp_path_factory):
+    """The session's Bahdanau and Luong dates translators, and a Transformer trained as briefly (once
+    per session, as they are)."""
     return {"bahdanau": bahdanau_translator, "luong": dates_translator,
-            "transformer": train_dates_translator(dates_data, "transformer")}
+            "transformer": shared_dates_translator(dates_data, tmp_path_factory, "transformer")}
 
 
 @pytest.fixture(scope="module")
 def lite(translators, tmp_path_factory):
-    """Each kind's LiteRT export, loaded."""
-    root = tmp_path_factory.mktemp("litert")
-    return {kind: LiteRTTranslator(export_litert(t, str(root / kind))) for kind, t in translators.items()}
+    """Each kind's LiteRT export, written once per session (shared by the workers) and loaded."""
+    folders = {kind: made_once(tmp_path_factory, f"litert-{kind}", lambda f, t=t, kind=kind: export_litert(t, str(f / kind)))
+               for kind, t in translators.items()}
+    return {kind: LiteRTTranslator(str(folder / kind)) for kind, folder in folders.items()}
 
 
 def saved_model_outputs(signature, texts, batch_size=64):
@@ -206,10 +208,13 @@ def test_onnx_of_the_litert_model_gives_the_saved_models_tokens(onnx_luong, expo
 
 @pytest.mark.long  # three SavedModel exports and 3,000 LiteRT calls: minutes
 @pytest.mark.parametrize("kind", KINDS)
-def test_all_of_the_dates_test_split(lite, translators, kind, tmp_path):
+def test_all_of_the_dates_test_split(lite, translators, kind, tmp_path, request):
     _, test = dates.make_corpus(0, 1000)  # the demo's held-out dates
     texts = [s for s, _ in test]
-    want = saved_model_outputs(load(export(translators[kind], str(tmp_path / kind))).signatures["translate"], texts)
+    # The session's export of the same translator where there is one (Luong, Bahdanau), else its own.
+    session = {"luong": "exported_dates", "bahdanau": "exported_bahdanau"}.get(kind)
+    saved = request.getfixturevalue(session) if session else export(translators[kind], str(tmp_path / kind))
+    want = saved_model_outputs(load(saved).signatures["translate"], texts)
     assert_same_translations(lite[kind](texts), want, kind)
     path = os.path.dirname(lite[kind].model_path)
     onnx = OnnxTranslator(path, to_onnx(path, str(tmp_path / f"{kind}.onnx")))
