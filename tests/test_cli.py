@@ -701,7 +701,8 @@ def test_decay_alpha_without_a_cosine_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("flags, received", [
     (["--schedule", "inverse-sqrt", "--decay-steps", "100"], "--decay-steps 100 --schedule inverse-sqrt"),
-    (["--schedule", "constant", "--time-budget", "5m", "--decay-alpha", "0.2"], "--decay-alpha 0.2 --schedule constant"),
+    (["--schedule", "constant", "--time-budget", "5m", "--decay-alpha", "0.2"],
+     "--decay-alpha 0.2 --schedule constant"),
 ])
 def test_cosine_flags_with_another_schedule_are_refused(tmp_path, flags, received):
     with pytest.raises(ValueError, match=rf"^{received.split()[0]} shapes the cosine schedule, and --schedule "

@@ -519,7 +519,7 @@ def run_config(args):
 # single head on words.
 RECIPE = {"attention": "luong", "heads": 4, "tie_embeddings": False, "tokenizer": "wordpiece"}
 # Where the cosine over a time budget ends, as a fraction of the peak rate (docs/performance.md,
-# "The cosine fitted to the clock": ending at 1% cost about 3 BLEU in 15 minutes).
+# "Where the cosine fitted to the clock should end": ending at 1% cost about 3 BLEU in 15 minutes).
 BUDGET_DECAY_ALPHA = 0.3
 
 

@@ -42,8 +42,8 @@ def translators(dates_data, dates_translator, bahdanau_translator, tmp_path_fact
 @pytest.fixture(scope="module")
 def lite(translators, tmp_path_factory):
     """Each kind's LiteRT export, written once per session (shared by the workers) and loaded."""
-    folders = {kind: made_once(tmp_path_factory, f"litert-{kind}", lambda f, t=t, kind=kind: export_litert(t, str(f / kind)))
-               for kind, t in translators.items()}
+    write = lambda t, kind: lambda f: export_litert(t, str(f / kind))  # noqa: E731
+    folders = {kind: made_once(tmp_path_factory, f"litert-{kind}", write(t, kind)) for kind, t in translators.items()}
     return {kind: LiteRTTranslator(str(folder / kind)) for kind, folder in folders.items()}
 
 

@@ -50,16 +50,16 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 def learning_rate(config):
     """The learning rate (a float or a Keras schedule) of a `TrainConfig`: `schedule`, `warmup_steps`,
-    `decay_steps`, `decay_alpha` and the peak `learning_rate`. Under `decay_to_budget` the trainer sets the rate
-    at each step instead (`tfattn.training.trainer.budget_learning_rate`), warm-up included."""
+    `decay_steps`, `decay_alpha` and the peak `learning_rate`. Under `decay_to_budget` the trainer
+    sets the rate at each step instead (`tfattn.training.trainer.budget_learning_rate`), warm-up included."""
     rate, warmup = config.learning_rate, config.warmup_steps or 0  # None: no warm-up outside a run
     if config.decay_to_budget:
         return rate
     if config.schedule == "cosine" and config.decay_steps:
         if not warmup:
             return keras.optimizers.schedules.CosineDecay(rate, config.decay_steps, alpha=config.decay_alpha)
-        return keras.optimizers.schedules.CosineDecay(0.0, config.decay_steps, alpha=config.decay_alpha, warmup_target=rate,
-                                                      warmup_steps=warmup)
+        return keras.optimizers.schedules.CosineDecay(0.0, config.decay_steps, alpha=config.decay_alpha,
+                                                      warmup_target=rate, warmup_steps=warmup)
     if config.schedule == "inverse_sqrt" or warmup:
         return WarmupSchedule(rate, warmup, "inverse_sqrt" if config.schedule == "inverse_sqrt" else "constant")
     return rate

@@ -48,8 +48,8 @@ class TrainConfig:
         warmup_steps: steps of a linear rise of the learning rate from 0 to `learning_rate`. None
             (the default): in a `RunConfig`, the warm-up its model needs (`runs.default_warmup`:
             1,000 steps with multi-head attention, else none); used alone, none.
-        schedule: after the warm-up, `"cosine"` (down to `decay_alpha` over `decay_steps`; constant without
-            them), `"constant"` or `"inverse_sqrt"` (`tfattn.training.schedules`).
+        schedule: after the warm-up, `"cosine"` (down to `decay_alpha` over `decay_steps`; constant
+            without them), `"constant"` or `"inverse_sqrt"` (`tfattn.training.schedules`).
         precision: `"float32"`, `"mixed_float16"` or `"mixed_bfloat16"`: the Keras dtype policy the
             model was made under (`tfattn.training.precision`); float16 trains on the reference tier
             (`tfattn.accel.seq2seq.choose`), with loss scaling. `"auto"` (the default): a `Trainer`
