@@ -23,7 +23,7 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
     """The best 15-minute row of docs/performance.md (`bench/quality.py --model multihead-wordpiece`):
     Luong's decoder with input feeding and 4-head cross-attention, untied, 1,000 warm-up steps; dropout
     0.2, WordPiece vocabularies of 5,000 entries, learning rate 2e-3 on a cosine over the time budget
-    ending at 30% of it (docs/performance.md, "The cosine fitted to the clock")."""
+    ending at 30% of it (docs/performance.md, "Where the cosine fitted to the clock should end")."""
     from tfattn.runs import finish
     from tfattn.training import trainer
 

@@ -78,3 +78,11 @@ def test_decay_to_budget_needs_the_cosine_schedule():
     with pytest.raises(ValueError, match=r"decay_to_budget fits the cosine schedule to the time budget; "
                                          r"schedule='inverse_sqrt' has none"):
         TrainConfig(time_budget=60, decay_to_budget=True, schedule="inverse_sqrt")
+
+
+@pytest.mark.parametrize("fields", [dict(), dict(schedule="constant", decay_steps=100),
+                                    dict(schedule="inverse_sqrt", time_budget=60)])
+def test_decay_alpha_without_a_cosine_is_refused(fields):
+    with pytest.raises(ValueError, match=r"^decay_alpha sets where the cosine ends, and this config has none"):
+        TrainConfig(decay_alpha=0.3, **fields)
+    TrainConfig(**fields)  # the default alpha is no request

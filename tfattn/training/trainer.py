@@ -113,6 +113,11 @@ class TrainConfig:
         if self.decay_to_budget and self.schedule != "cosine":
             raise ValueError(f"decay_to_budget fits the cosine schedule to the time budget; schedule={self.schedule!r} "
                              f"has none. Received: decay_to_budget=True, schedule={self.schedule!r}")
+        cosine = self.schedule == "cosine" and (self.decay_steps or self.decay_to_budget)
+        if self.decay_alpha != type(self).decay_alpha and not cosine:
+            raise ValueError(f"decay_alpha sets where the cosine ends, and this config has none (schedule='cosine' with "
+                             f"decay_steps or decay_to_budget). Received: decay_alpha={self.decay_alpha!r}, "
+                             f"schedule={self.schedule!r}, decay_steps={self.decay_steps!r}")
         check_precision(self.precision)
         check_label_smoothing(self.label_smoothing)
         if not isinstance(self.max_nonfinite, int) or self.max_nonfinite < 1:
