@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import zygote
-from conftest import run_main, shared_export, usable_tfds
+from conftest import run_main, shared_export, tf_default_threads, usable_tfds
 
 
 def tfattn(*args, stdin=None, cwd=None, env=None, text=True):
@@ -49,7 +49,7 @@ def test_translate_with_threads_sets_them_and_translates_the_same(exported_dates
     script = ("import sys, tensorflow as tf; from tfattn.cli import main; main(sys.argv[1:]); "
               "print(tf.config.threading.get_inter_op_parallelism_threads(), "
               "tf.config.threading.get_intra_op_parallelism_threads())")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = tf_default_threads({**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})  # TensorFlow's own counts by default
     run = lambda *flags: subprocess.run(  # noqa: E731
         [sys.executable, "-c", script, "translate", "--model", exported_dates, "5 march 2019", *flags],
         capture_output=True, text=True, env=env, timeout=600)
