@@ -18,12 +18,12 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # pools to all of them: two workers on two cores ran twice as many busy threads as cores, contending
 # for them. Each worker, and every command it starts (they inherit the environment), gets its share;
 # a test that needs TensorFlow's own defaults removes the variables from its child's environment
-# (`tf_default_threads`), and `--threads` still sets them.
+# (`tf_default_threads`), and a command's `--threads` still overrides them.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 if _WORKERS > 1:
     for _name in THREAD_VARIABLES:
-        os.environ.setdefault(_name, str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+        os.environ.setdefault(_name, str(max(1, len(os.sched_getaffinity(0)) // _WORKERS)))
 
 
 def tf_default_threads(env):
