@@ -107,3 +107,21 @@ def test_the_tfattn_command_parses_without_loading_tensorflow(tmp_path):
     assert run_python("import sys; sys.argv[0] = '-m'; import tfattn; print('keras' in sys.modules)",
                       tmp_path) == ["False"]
     assert run_python("import sys, tfattn; print('keras' in sys.modules)", tmp_path) == ["True"]
+
+
+def test_every_tf_function_of_the_package_is_traced_without_autograph():
+    """The package writes its control flow out (`tf.while_loop`, `tf.cond`), so each `tf.function` it
+    makes says `autograph=False`: autograph's rewrite of the Python would cost seconds at every first
+    trace (docs/api.md, "Control flow is written out") and could hide a Python `if` on a tensor."""
+    root = Path(tfattn.__file__).parent
+    calls = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(r"tf\.function\b(\((?:[^()]|\([^()]*\))*\))?", text):
+            line = text.count("\n", 0, match.start()) + 1
+            before = text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
+            if "`" in before or before.lstrip().startswith(("#", '"')):  # prose: a docstring or comment
+                continue
+            calls.append((f"{path.relative_to(root)}:{line}", match.group(0)))
+    assert len(calls) >= 10, calls  # the scan finds the package's functions
+    assert [where for where, call in calls if "autograph=False" not in call] == []

@@ -53,7 +53,7 @@ def seed_states(layer):
 
 def noinline(fn):
     """`fn` as a `tf.function` whose calls TensorFlow keeps as calls (never inlined into the caller)."""
-    return tf.function(fn, experimental_attributes={"_noinline": True})
+    return tf.function(fn, autograph=False, experimental_attributes={"_noinline": True})
 
 
 @contextlib.contextmanager

@@ -119,7 +119,7 @@ class _Greedy(tf.Module):
         self.model_variables = [v.value for v in model.variables]
         self.config = config
 
-    @tf.function(input_signature=[SOURCE])
+    @tf.function(input_signature=[SOURCE], autograph=False)
     def translate_ids(self, source):
         return greedy_fixed(self.model, source, self.config)
 

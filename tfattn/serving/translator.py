@@ -140,18 +140,18 @@ class Translator(tf.Module):
                 variables = model.variables
         self.model_variables = [v.value for v in variables]
 
-    @tf.function(input_signature=[TEXT])
+    @tf.function(input_signature=[TEXT], autograph=False)
     def translate(self, text):
         """Greedy translation of a `[batch]` string tensor; see the module docstring for outputs."""
         return self._unless_empty(text, self._greedy, OUTPUTS)
 
-    @tf.function(input_signature=[TEXT])
+    @tf.function(input_signature=[TEXT], autograph=False)
     def translate_text(self, text):
         """Greedy translation, the text alone: `translate`'s `text`, without the work of its other
         outputs (output tokens, input tokens, attention, length), for a caller that reads only the text."""
         return self._unless_empty(text, self._greedy_text, TEXT_OUTPUTS)
 
-    @tf.function
+    @tf.function(autograph=False)
     def translate_beam(self, text, beam_width, length_penalty):
         """Beam search; `beam_width` int32 or int64 is clamped to [1, min(vocab, 64)], `length_penalty`
         float32 or float64 to [0, 5] (NaN counts as 0). An export holds one concrete function per
@@ -163,11 +163,11 @@ class Translator(tf.Module):
         beam_width = tf.cast(tf.clip_by_value(beam_width, tf.int32.min, tf.int32.max), tf.int32)
         return self._translate_beam(text, beam_width, tf.cast(length_penalty, tf.float32))
 
-    @tf.function(input_signature=[TEXT, BEAM_WIDTH, LENGTH_PENALTY])
+    @tf.function(input_signature=[TEXT, BEAM_WIDTH, LENGTH_PENALTY], autograph=False)
     def _translate_beam(self, text, beam_width, length_penalty):
         return self._unless_empty(text, lambda t: self._beam(t, beam_width, length_penalty), BEAM_OUTPUTS)
 
-    @tf.function  # no input_signature: saving traces only what `export` asks for (`head_grid`)
+    @tf.function(autograph=False)  # no input_signature: saving traces only what `export` asks for (`head_grid`)
     def translate_heads(self, text):
         """Greedy translation with every head of the cross-attention (`attention_heads`); exported
         as a signature for models with several heads or layers (`head_grid`)."""

@@ -105,7 +105,8 @@ class TranslationMetrics(keras.callbacks.Callback):
         if self._translating is not model:
             signature = [tf.TensorSpec([None], tf.string)]
             accel = fast.choose(self.accel, model, model.dtype_policy.name)
-            self._translate = tf.function(lambda text: self._greedy(model, text, accel), input_signature=signature)
+            self._translate = tf.function(lambda text: self._greedy(model, text, accel), input_signature=signature,
+                                          autograph=False)
             self._translating = model
         return self._translate
 

@@ -347,7 +347,7 @@ def make_distributed_step(strategy, model, optimizer, clip_norm=5.0, accel=False
     def apply(grads):
         optimizer.apply_gradients(list(zip(grads, model.trainable_variables)))
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def train_step(source, target):
         grads, out = strategy.run(replica_step, args=(model, optimizer, source, target, clip_norm, accel,
                                                                label_smoothing))
@@ -415,7 +415,7 @@ def chief_values(strategy):
         chief = tf.equal(context.replica_id_in_sync_group, 0)
         return context.all_reduce(SUM, tf.where(chief, values, tf.zeros_like(values)))
 
-    @tf.function
+    @tf.function(autograph=False)
     def chief_of(values):
         return strategy.experimental_local_results(strategy.run(replica, args=(values,)))[0]
 
@@ -437,7 +437,7 @@ def broadcast_from_chief(strategy, variables):
         return [context.all_reduce(SUM, [tf.where(chief, tf.convert_to_tensor(v), tf.zeros(v.shape, v.dtype))
                                          for v in group]) for group in groups.values()]
 
-    values = tf.function(lambda: strategy.experimental_local_results(strategy.run(replica))[0])()
+    values = tf.function(autograph=False)(lambda: strategy.experimental_local_results(strategy.run(replica))[0])()
     for group, group_values in zip(groups.values(), values):
         for variable, value in zip(group, group_values):
             variable.assign(value)
@@ -455,7 +455,7 @@ def check_same_everywhere(strategy, text, what):
     def replica(values):
         return tf.distribute.get_replica_context().all_reduce(SUM, tf.stack([values, values * values]))
 
-    sums = tf.function(lambda: strategy.experimental_local_results(strategy.run(replica, args=(mine,)))[0])()
+    sums = tf.function(autograph=False)(lambda: strategy.experimental_local_results(strategy.run(replica, args=(mine,)))[0])()
     n = strategy.num_replicas_in_sync
     if not bool(tf.reduce_all(tf.equal(sums, tf.stack([n * mine, n * mine * mine])))):
         raise ValueError(f"The workers differ in {what}: start every worker with the same command and the same "

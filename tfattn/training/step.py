@@ -100,7 +100,7 @@ def train_step_on(model, optimizer, accel, clip_norm=5.0, jit_compile=False, lab
     build(model, optimizer)
     signature = None if jit_compile else BATCH_SIGNATURE
 
-    @tf.function(input_signature=signature, jit_compile=jit_compile)
+    @tf.function(input_signature=signature, jit_compile=jit_compile, autograph=False)
     def train_step(source, target):
         return train_update(model, optimizer, source, target, clip_norm, accel, label_smoothing)
 
@@ -171,7 +171,7 @@ def eval_step_on(model, accel):
     """`make_eval_step` on a tier chosen already (`accel`, a bool)."""
     build(model)
 
-    @tf.function(input_signature=BATCH_SIGNATURE)
+    @tf.function(input_signature=BATCH_SIGNATURE, autograph=False)
     def eval_step(source, target):
         logits, loss = forward_and_loss(model, source, target, training=False, accel=accel)
         return metrics(target, logits, loss, accel)
