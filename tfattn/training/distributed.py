@@ -455,7 +455,11 @@ def check_same_everywhere(strategy, text, what):
     def replica(values):
         return tf.distribute.get_replica_context().all_reduce(SUM, tf.stack([values, values * values]))
 
-    sums = tf.function(autograph=False)(lambda: strategy.experimental_local_results(strategy.run(replica, args=(mine,)))[0])()
+    @tf.function(autograph=False)
+    def summed():
+        return strategy.experimental_local_results(strategy.run(replica, args=(mine,)))[0]
+
+    sums = summed()
     n = strategy.num_replicas_in_sync
     if not bool(tf.reduce_all(tf.equal(sums, tf.stack([n * mine, n * mine * mine])))):
         raise ValueError(f"The workers differ in {what}: start every worker with the same command and the same "
