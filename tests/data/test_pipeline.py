@@ -203,6 +203,27 @@ def test_a_corpus_sorted_by_length_is_shuffled_whole_by_default():
     assert max(near) <= 2
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_tf_data_gets_the_pipelines_functions_as_written(monkeypatch, shuffle):
+    """Each function the pipeline hands to tf.data (map, filter, flat_map, reduce) is straight-line
+    code, traced as written: autograph, which tf.data applies by default, calls `converted_call` for
+    each function it converts (here also tf.data's own, which are not the package's to change)."""
+    from tensorflow.python.autograph.impl import api
+
+    converted, real = [], api.converted_call
+
+    def spy(f, *args, **kwargs):
+        if getattr(f, "__module__", "").startswith("tfattn"):
+            converted.append(f.__qualname__)
+        return real(f, *args, **kwargs)
+
+    monkeypatch.setattr(api, "converted_call", spy)
+    source, target = tokenizers(PAIRS)  # shuffle_buffer=None: a counting pass, reduce's function
+    config = DataConfig(batch_size=2, pool_batches=2, pad_to_multiple=4, shuffle_buffer=None)
+    assert len(batches(make_dataset(PAIRS, source, target, config, shuffle=shuffle))) == 4
+    assert converted == []
+
+
 def test_padding_fraction_side_must_be_source_or_target():
     with pytest.raises(ValueError, match="side must be"):
         padding_fraction([], side="both")

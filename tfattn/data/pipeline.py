@@ -20,6 +20,10 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+# tf.data traces each function given to map, filter and reduce, by default through autograph's
+# rewrite; these are straight-line code (as the package's tf.functions, docs/api.md), traced as written.
+_as_written = tf.autograph.experimental.do_not_convert
+
 
 @dataclasses.dataclass
 class DataConfig:
@@ -91,10 +95,12 @@ def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
         raise ValueError("pairs is empty: there is nothing to batch. Received: pairs=[]")
     sources, targets = (list(side) for side in zip(*pairs))
     ds = tf.data.Dataset.from_tensor_slices((sources, targets)).batch(1024)
-    ds = ds.map(_tokenizer_fn(source_tokenizer, target_tokenizer), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.unbatch().map(lambda s, t: (s, t))  # rows of a ragged batch come out as plain 1-D tensors
-    ds = ds.filter(lambda s, t: (tf.size(s) <= source_tokenizer.max_length)  # not truncated
-                   & (tf.size(t) <= target_tokenizer.max_length))
+    tokenize = _as_written(_tokenizer_fn(source_tokenizer, target_tokenizer))
+    ds = ds.map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    # rows of a ragged batch come out as plain 1-D tensors
+    ds = ds.unbatch().map(_as_written(lambda s, t: (s, t)))
+    ds = ds.filter(_as_written(lambda s, t: (tf.size(s) <= source_tokenizer.max_length)  # not truncated
+                               & (tf.size(t) <= target_tokenizer.max_length)))
     return ds.cache()
 
 
@@ -106,7 +112,7 @@ def with_count(rows, count):
 
 def count_rows(rows):
     """The number of rows in a dataset of rows (from `tokenize_pairs`); a first pass fills its cache."""
-    return int(rows.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
+    return int(rows.reduce(tf.constant(0, tf.int64), _as_written(lambda n, *_: n + 1)))
 
 
 def too_long(pairs, source_tokenizer, target_tokenizer):
@@ -137,8 +143,9 @@ def batch_rows(rows, config=None, shuffle=True, repeat=False, max_lengths=None):
     batches = _bucket(rows, config) if shuffle and config.bucket else _pad(rows, config.batch_size)
     if config.pad_to_multiple > 1:
         limits = max_lengths or (None, None)
-        batches = batches.map(lambda source, target: (_round_up(source, config.pad_to_multiple, limits[0]),
-                                                      _round_up(target, config.pad_to_multiple, limits[1])))
+        multiple = config.pad_to_multiple
+        batches = batches.map(_as_written(lambda source, target: (_round_up(source, multiple, limits[0]),
+                                                                  _round_up(target, multiple, limits[1]))))
     # tf.data's autotuning is off: batches made from rows in memory gain nothing from it, and its
     # model thread, which deleting an iterator waits for, kept an epoch's end waiting for seconds
     # (it models every pool's own dataset). `prefetch` keeps two batches ready.
@@ -177,10 +184,10 @@ def _bucket(rows, config):
         t_len = tf.math.count_nonzero(target, axis=1, dtype=tf.int32)  # (n,)
         order = tf.argsort(t_len * (tf.shape(source)[1] + 1) + s_len, stable=True)  # by t_len, then s_len
         pool_rows = tuple(tf.gather(x, order) for x in (source, target, s_len, t_len))
-        return tf.data.Dataset.from_tensor_slices(pool_rows).batch(size).map(_trim)
+        return tf.data.Dataset.from_tensor_slices(pool_rows).batch(size).map(_as_written(_trim))
 
     pools = rows.padded_batch(size * pool, padded_shapes=([None], [None]))
-    return pools.flat_map(batches_of).shuffle(pool, seed=config.seed)
+    return pools.flat_map(_as_written(batches_of)).shuffle(pool, seed=config.seed)
 
 
 def _trim(source, target, s_len, t_len):
