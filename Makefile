@@ -19,18 +19,20 @@ demo: $(STAMP)
 	$(BIN)/tfattn demo --attention bahdanau
 
 # Two pytest workers, one per core of a 2-core machine: most tests are chains of small ops, process
-# start-ups and TensorFlow imports that leave a core idle.
+# start-ups and TensorFlow imports that leave a core idle (three workers took longer). Grappler is
+# off in these tests (tests/README.md).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 --durations=30 -m "not long"
 
 # The checks of minutes each (the demo's 99% after a fixed number of steps; both tiers translating all
 # of spa-eng TEST the same; every notebook run through a kernel) and the end-to-end checks that each
 # train a run or write an export of their own, kept out of make test so that it stays under 15
-# minutes; .ci/run runs them. LONG_MARKS narrows them: .ci/run leaves out the notebooks
+# minutes; .ci/run runs them. Their functions run many times, so Grappler, off in make test
+# (tests/README.md), is on. LONG_MARKS narrows them: .ci/run leaves out the notebooks
 # (marked `notebook`), which make test-colab runs under Colab's versions.
 LONG_MARKS ?= long
 test-long: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -n 2 --durations=25 -m "$(LONG_MARKS)"
+	TFATTN_TEST_GRAPPLER=on $(BIN)/python -m pytest -q -ra -n 2 --durations=25 -m "$(LONG_MARKS)"
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 -m "not slow"

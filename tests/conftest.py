@@ -36,6 +36,31 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
+# Grappler, TensorFlow's graph optimizer, rewrites each function on its first call: 1-3 s for a train
+# step or a decoding loop, which the few calls a test makes never earn back. The suite's workers and
+# the commands its zygote forks (tests/zygote.py) run without it unless TFATTN_TEST_GRAPPLER=on, as
+# make test-colab's second run of these tests does, so that CI also runs each of them optimized.
+GRAPPLER = os.environ.get("TFATTN_TEST_GRAPPLER", "off")
+
+
+def pytest_configure(config):
+    if GRAPPLER == "off" and os.environ["KERAS_BACKEND"] == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+@pytest.fixture
+def grappler():
+    """Grappler on for one test, whatever TFATTN_TEST_GRAPPLER says: for what a user sees only after
+    its rewrites (an error that names a signature's input: its function inlined into the signature)."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    yield
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": GRAPPLER == "off"})
+
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 

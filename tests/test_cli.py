@@ -655,7 +655,7 @@ def test_translate_reads_stdin_a_batch_at_a_time(exported_dates, tmp_path):
     assert peaks[10] - peaks[1] < 20 * 1024, peaks  # one batch of 20,000 needs some 200 MB more
 
 
-def test_the_translate_signature_refuses_a_batch_that_is_not_one_dimensional(exported_dates):
+def test_the_translate_signature_refuses_a_batch_that_is_not_one_dimensional(exported_dates, grappler):
     import tensorflow as tf
 
     translate = shared_export(exported_dates).signatures["translate"]
@@ -665,7 +665,7 @@ def test_the_translate_signature_refuses_a_batch_that_is_not_one_dimensional(exp
 
 
 @pytest.mark.parametrize("name, value", [("beam_width", [4, 4]), ("length_penalty", [0.6, 0.6])])
-def test_the_beam_signature_refuses_a_vector_beam_width_or_length_penalty(exported_dates, name, value):
+def test_the_beam_signature_refuses_a_vector_beam_width_or_length_penalty(exported_dates, name, value, grappler):
     import tensorflow as tf
 
     from tfattn.serving.translator import load
