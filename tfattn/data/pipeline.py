@@ -20,8 +20,9 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-# tf.data traces each function given to map, filter and reduce, by default through autograph's
-# rewrite; these are straight-line code (as the package's tf.functions, docs/api.md), traced as written.
+# tf.data traces each function given to map, filter, flat_map and reduce, by default through
+# autograph's rewrite; these are straight-line code (as the package's tf.functions, docs/api.md),
+# traced as written.
 _as_written = tf.autograph.experimental.do_not_convert
 
 
