@@ -409,6 +409,29 @@ def test_resume_passes_only_epochs_and_time_budget(capsys, monkeypatch, tmp_path
                                                                                  budget)
 
 
+
+@pytest.mark.parametrize("ends", ["returns", "raises"])
+def test_quiet_silences_keras_only_while_it_trains(capsys, monkeypatch, tmp_path, ends):
+    """`train --quiet` turns Keras's progress lines off (a corpus's download) during the run only: `main`
+    called in a notebook or another program leaves Keras's setting as it found it, even on an error."""
+    import keras
+
+    import tfattn.runs.train
+
+    def train_run(config, out, **kw):
+        seen.append(keras.utils.is_interactive_logging_enabled())
+        if ends == "raises":
+            raise ValueError("the corpus is broken")
+        return {"run": out}
+
+    seen = []
+    monkeypatch.setattr(tfattn.runs.train, "train_run", train_run)
+    keras.utils.enable_interactive_logging()
+    status, _, err = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--quiet")
+    assert (status, seen) == ((0, [False]) if ends == "returns" else (2, [False])), err
+    assert keras.utils.is_interactive_logging_enabled()
+    run_main(capsys, "train", "--resume", "--out", str(tmp_path))  # without --quiet: Keras's setting untouched
+    assert seen[-1] is True
 # -- translate: any bytes ------------------------------------------------------------------------
 
 @pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long

@@ -56,10 +56,6 @@ def _train(args):
         _check_resume_flags(args)  # before TensorFlow loads
     from tfattn.runs.train import train_run
 
-    if args.quiet:  # and no download progress from Keras either (tfattn.data.corpora.download_anki)
-        import keras
-
-        keras.utils.disable_interactive_logging()
     given = args.strategy is not None or args.replicas is not None
     resumed = {}
     if args.resume:
@@ -68,7 +64,7 @@ def _train(args):
         resumed = dict(corpus=args.corpus, distribute=_distribute_config(args) if given else None,
                        worker_timeout=args.worker_timeout, tensorboard=KEEP if not (
                            args.tensorboard or args.no_tensorboard) else _tensorboard_path(args))
-    with _out_of_memory_hint("training"):
+    with _out_of_memory_hint("training"), _keras_quiet(args.quiet):
         summary = train_run(None if args.resume else run_config(args), args.out, resume=args.resume,
                             quiet=args.quiet, echo=lambda line: print(line, file=sys.stderr), epochs=args.epochs,
                             time_budget=args.time_budget, **resumed)
@@ -332,6 +328,22 @@ def _check_image_path(path, flag):
     if suffix and suffix not in formats:
         raise ValueError(f"{flag} {path}: cannot write .{suffix} images; use one of "
                          f"{', '.join('.' + f for f in sorted(formats))}. Received: {flag} {path!r}")
+
+
+@contextlib.contextmanager
+def _keras_quiet(quiet):
+    """No progress lines from Keras (`download_anki`'s download) while training with --quiet, and
+    Keras's setting as it was afterwards: `main` called from a notebook or a test changes nothing else."""
+    import keras
+
+    was = keras.utils.is_interactive_logging_enabled()
+    if quiet:
+        keras.utils.disable_interactive_logging()
+    try:
+        yield
+    finally:
+        if was:
+            keras.utils.enable_interactive_logging()
 
 
 @contextlib.contextmanager
