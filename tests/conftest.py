@@ -256,14 +256,15 @@ def _seeded():
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory):
     """A finished run (`tfattn train` in a child process): 600 date lines, 2 epochs of 72 steps,
-    checkpoints every 10 steps; `(run directory, summary dict)`. Tests copy it before changing it."""
+    checkpoints every 10 steps; `(run directory, summary dict)`. Tests copy it before changing it. Its
+    corpus, `d.txt` beside the run directory, was given as typed from that folder (a relative path)."""
     import zygote
     from processes import TRAIN_FLAGS, write_anki
 
     def train(folder):
         write_anki(folder / "d.txt", 600)
-        done = zygote.run("train", "--corpus", str(folder / "d.txt"), "--out", str(folder / "run"), "--epochs", "2",
-                          *TRAIN_FLAGS)
+        done = zygote.run("train", "--corpus", "d.txt", "--out", str(folder / "run"), "--epochs", "2", *TRAIN_FLAGS,
+                          cwd=str(folder))
         assert done.returncode == 0, done.stderr
         (folder / "summary.json").write_text(done.stdout.strip().splitlines()[-1], encoding="utf-8")
 

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,9 +51,18 @@ def tiny_run(tmp_path_factory):
     return home, str(home / "run")
 
 
-def copy_run(tiny_run, tmp_path):
+@pytest.fixture
+def finished_run(small_run):
+    """The session's finished run (conftest's `small_run`, shared with other modules) as `(folder, run
+    directory)`: its corpus, `folder/d.txt`, was given as typed from that folder, as `tiny_run`'s was.
+    The tests that train on (resume a run for another epoch) keep `tiny_run`, a run of 24 steps."""
+    run = small_run[0]
+    return Path(run).parent, run
+
+
+def copy_run(finished, tmp_path):
     run = str(tmp_path / "run")
-    shutil.copytree(tiny_run[1], run)
+    shutil.copytree(finished[1], run)
     return run
 
 
@@ -70,8 +80,8 @@ def edit_config(run, change):
 
 # -- 2. the corpus: its absolute path and fingerprint ------------------------------------------------
 
-def test_the_corpus_is_stored_absolute_with_its_fingerprint(tiny_run):
-    home, run = tiny_run
+def test_the_corpus_is_stored_absolute_with_its_fingerprint(finished_run):
+    home, run = finished_run
     corpus = config_of(run)["corpus"]
     assert corpus["corpus"] == str(home / "d.txt")  # not "d.txt", relative to where training started
     assert corpus["fingerprint"]["size"] == os.path.getsize(home / "d.txt")
@@ -108,9 +118,9 @@ def test_a_moved_corpus_is_named_then_given_with_corpus(tiny_run, tmp_path, caps
     assert config_of(run)["corpus"]["corpus"] == str(tmp_path / "moved.txt")
 
 
-def test_another_file_at_the_corpus_path_is_refused_by_resume_and_evaluate(tiny_run, tmp_path, capsys):
-    home, _ = tiny_run
-    run = copy_run(tiny_run, tmp_path)
+def test_another_file_at_the_corpus_path_is_refused_by_resume_and_evaluate(finished_run, tmp_path, capsys):
+    home, _ = finished_run
+    run = copy_run(finished_run, tmp_path)
     shutil.copy2(home / "d.txt", tmp_path / "d.txt")
     edit_config(run, lambda c: c["corpus"].update(corpus=str(tmp_path / "d.txt")))
     size = os.path.getsize(tmp_path / "d.txt")
@@ -232,8 +242,8 @@ def test_sigterm_saves_the_latest_state_as_ctrl_c_does(tmp_path):
     (lambda c: c.pop("model"), "it has no field 'model'"),
     (lambda c: c.update(corpus=[]), "corpus is a JSON list, not an object"),
 ])
-def test_an_edited_config_is_one_line_naming_the_file_and_field(tiny_run, tmp_path, capsys, damage, message):
-    run = copy_run(tiny_run, tmp_path)
+def test_an_edited_config_is_one_line_naming_the_file_and_field(finished_run, tmp_path, capsys, damage, message):
+    run = copy_run(finished_run, tmp_path)
     edit_config(run, damage)
     status, _, err = run_main(capsys, "train", "--resume", "--out", run, "--quiet")
     assert status == 2
@@ -246,8 +256,8 @@ def test_an_edited_config_is_one_line_naming_the_file_and_field(tiny_run, tmp_pa
     ("[]", "the file is a JSON list, not an object"),
     ("not json", "is damaged, not JSON (Expecting value: line 1 column 1 (char 0))"),
 ])
-def test_a_config_that_is_not_a_run_s_is_one_line(tiny_run, tmp_path, capsys, text, message):
-    run = copy_run(tiny_run, tmp_path)
+def test_a_config_that_is_not_a_run_s_is_one_line(finished_run, tmp_path, capsys, text, message):
+    run = copy_run(finished_run, tmp_path)
     with open(os.path.join(run, "config.json"), "w") as f:
         f.write(text)
     for args in (["train", "--resume", "--out", run, "--quiet"], ["evaluate", "--model", run]):
@@ -259,8 +269,8 @@ def test_a_config_that_is_not_a_run_s_is_one_line(tiny_run, tmp_path, capsys, te
     (lambda c: c["model"].update(units=48), "has shape"),
     (lambda c: c["model"].update(attention="luong"), "weight"),
 ])
-def test_a_config_that_does_not_match_the_checkpoint_names_the_weight(tiny_run, tmp_path, capsys, change, weight):
-    run = copy_run(tiny_run, tmp_path)
+def test_a_config_that_does_not_match_the_checkpoint_names_the_weight(finished_run, tmp_path, capsys, change, weight):
+    run = copy_run(finished_run, tmp_path)
     edit_config(run, change)
     status, _, err = run_main(capsys, "train", "--resume", "--out", run, "--quiet")
     assert status == 2
@@ -270,8 +280,8 @@ def test_a_config_that_does_not_match_the_checkpoint_names_the_weight(tiny_run, 
     assert "WARNING" not in err
 
 
-def test_a_foreign_config_beside_an_export_is_not_read(tiny_run, tmp_path, capsys):
-    shutil.copytree(os.path.join(tiny_run[1], "export"), tmp_path / "exp")
+def test_a_foreign_config_beside_an_export_is_not_read(finished_run, tmp_path, capsys):
+    shutil.copytree(os.path.join(finished_run[1], "export"), tmp_path / "exp")
     (tmp_path / "config.json").write_text(json.dumps({"name": "my project"}))  # the project's own file
     status, _, err = run_main(capsys, "evaluate", "--model", str(tmp_path / "exp"))
     assert status == 2 and "No corpus: pass --corpus" in error_line(err)
@@ -294,8 +304,8 @@ def test_a_half_line_at_the_end_of_the_log_is_cut_before_appending(tmp_path):
     assert messages == [f"{tmp_path}/log.jsonl ended in half a line (a kill while it was written): cut it off"]
 
 
-def test_a_missing_tokenizers_json_is_named(tiny_run, tmp_path, capsys):
-    run = copy_run(tiny_run, tmp_path)
+def test_a_missing_tokenizers_json_is_named(finished_run, tmp_path, capsys):
+    run = copy_run(finished_run, tmp_path)
     os.remove(os.path.join(run, "tokenizers.json"))
     status, _, err = run_main(capsys, "train", "--resume", "--out", run, "--quiet")
     assert status == 2
