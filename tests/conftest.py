@@ -5,6 +5,7 @@ many pytest-xdist workers run it (`made_once`): the first worker to ask makes th
 wait for them and read them, so `make test`'s two workers do not each train the same model.
 """
 
+import contextlib
 import fcntl
 import functools
 import json
@@ -271,6 +272,26 @@ def small_run(tmp_path_factory):
     folder = made_once(tmp_path_factory, "small-run", train)
     return str(folder / "run"), json.loads((folder / "summary.json").read_text(encoding="utf-8"))
 
+
+
+@contextlib.contextmanager
+def runs_without_export():
+    """Runs trained in this process finish without writing their export (the rest of their finish, the
+    summary included, is done; its "export" names the folder that was not written): for the tests of
+    what a run writes before its export, so that each does not pay an export's tracing, seconds. The
+    tests of the export train without it."""
+    from tfattn.runs import finish
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(finish, "export", lambda translator, path: path)
+        yield
+
+
+@pytest.fixture
+def no_export():
+    """`runs_without_export` for one test."""
+    with runs_without_export():
+        yield
 
 
 @functools.lru_cache(maxsize=None)

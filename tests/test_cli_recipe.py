@@ -19,12 +19,11 @@ def distinct_words(n, prefix):
     return [prefix + letters[i // 676] + letters[i // 26 % 26] + letters[i % 26] for i in range(n)]
 
 
-def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, monkeypatch):
+def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, monkeypatch, no_export):
     """The best 15-minute row of docs/performance.md (`bench/quality.py --model multihead-wordpiece`):
     Luong's decoder with input feeding and 4-head cross-attention, untied, 1,000 warm-up steps; dropout
     0.2, WordPiece vocabularies of 5,000 entries, learning rate 2e-3 on a cosine over the time budget
     ending at 30% of it (docs/performance.md, "Where the cosine fitted to the clock should end")."""
-    from tfattn.runs import finish
     from tfattn.training import trainer
 
     # 1,200 lines of 5 new words a side: 6,000 words each, more than the vocabulary takes.
@@ -40,7 +39,6 @@ def test_train_without_model_flags_uses_the_default_recipe(tmp_path, capsys, mon
 
     real_rate = trainer.budget_learning_rate
     monkeypatch.setattr(trainer, "budget_learning_rate", recorded)
-    monkeypatch.setattr(finish, "export", lambda translator, path: path)  # what is checked is written before it
     run = tmp_path / "run"
     status, _, err = run_main(capsys, "train", "--corpus", str(tmp_path / "c.txt"), "--out", str(run),
                               "--epochs", "1", "--time-budget", "10m", "--quiet")

@@ -83,7 +83,7 @@ def test_steps_apart_do_not_stop_the_run(dates_data, monkeypatch):
     assert trainer.nonfinite_steps == 4 and trainer.step == 4 and np.isfinite(history["loss"][0])
 
 
-def test_a_run_counts_skipped_steps_in_its_log_tensorboard_and_summary(tmp_path, capsys, monkeypatch):
+def test_a_run_counts_skipped_steps_in_its_log_tensorboard_and_summary(tmp_path, capsys, monkeypatch, no_export):
     poison(monkeypatch, {3, 4})
     write_anki(tmp_path / "d.txt", 100)  # 12 steps
     run = str(tmp_path / "run")

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from conftest import run_main
 from processes import TRAIN_FLAGS, events, write_anki
-from tfattn.runs import finish, saving
+from tfattn.runs import saving
 
 
 AFTER_STEP = saving.Saver.after_step
@@ -25,10 +25,6 @@ AFTER_STEP = saving.Saver.after_step
 
 class Killed(BaseException):
     """Ends the run where it is, as SIGKILL would: nothing is saved on the way out."""
-
-
-def no_export(translator, path):
-    return path
 
 
 def stop_after(monkeypatch, step, error):
@@ -60,12 +56,11 @@ def final_state(run, step=72):
     # (saved at 1, 11, 21, 31, 36 at the epoch's end, then 46) and trains steps 47 to 55 again.
     pytest.param("killed", 55, 46, marks=pytest.mark.long),  # a second pair of runs: make test-long
 ])
-def test_a_resumed_run_ends_with_the_weights_of_a_run_never_stopped(tmp_path, capsys, monkeypatch, how, stop,
-                                                                    resumed_from):
+def test_a_resumed_run_ends_with_the_weights_of_a_run_never_stopped(tmp_path, capsys, monkeypatch, no_export, how,
+                                                                    stop, resumed_from):
     write_anki(tmp_path / "d.txt", 300)
     corpus, whole, resumed = str(tmp_path / "d.txt"), str(tmp_path / "whole"), str(tmp_path / "resumed")
     flags = ["--epochs", "2", *TRAIN_FLAGS]  # dropout 0.2 (the default): its draws must resume too
-    monkeypatch.setattr(finish, "export", no_export)
     # Both runs start from the same weights and dropout seeds: `--seed` alone does not give them
     # (see the test below), the global seed at the model's making does.
     keras.utils.set_random_seed(0)
@@ -102,13 +97,12 @@ def test_a_resumed_run_ends_with_the_weights_of_a_run_never_stopped(tmp_path, ca
 
 
 
-def test_the_seed_fixes_the_first_weights(tmp_path, capsys, monkeypatch):
+def test_the_seed_fixes_the_first_weights(tmp_path, capsys, monkeypatch, no_export):
     """Two runs with the same --seed in processes whose Python random states differ (as two fresh
     processes' do) start from the same weights: their checkpoints of step 1 are equal."""
     import random
 
     write_anki(tmp_path / "d.txt", 300)
-    monkeypatch.setattr(finish, "export", no_export)
     stop_after(monkeypatch, 1, KeyboardInterrupt())
     states = []
     for state in (1, 2):

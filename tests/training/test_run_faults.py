@@ -232,7 +232,7 @@ def test_an_export_replaces_only_an_export(dates_translator, tmp_path):
 
 # -- damaged checkpoints and exports -----------------------------------------------------------------
 
-def test_a_damaged_latest_checkpoint_is_skipped_and_named(small_run, tmp_path, capsys):
+def test_a_damaged_latest_checkpoint_is_skipped_and_named(small_run, tmp_path, capsys, no_export):
     run = copy_run(small_run, tmp_path)
     history = json.load(open(os.path.join(run, "history.json")))
     assert history["val_loss"][1] < history["val_loss"][0]  # so best/ holds the state of step 144 too

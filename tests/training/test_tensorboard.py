@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import made_once, run_main
+from conftest import made_once, run_main, runs_without_export
 from processes import TRAIN_FLAGS, write_anki
 from tfattn.runs.directory import Run
 
@@ -39,8 +39,9 @@ def board_run(tmp_path_factory):
         write_anki(folder / "d.txt", 200)
         flags = [*TRAIN_FLAGS, "--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--log-every", "4",
                  "--bleu-sample", "6", "--max-pairs", "96"]
-        assert main(["train", "--corpus", str(folder / "d.txt"), "--out", str(folder / "run"), "--epochs", "2",
-                     *flags]) == 0
+        with runs_without_export():  # what is read here is written before it
+            assert main(["train", "--corpus", str(folder / "d.txt"), "--out", str(folder / "run"), "--epochs", "2",
+                         *flags]) == 0
 
     return str(made_once(tmp_path_factory, "board-run", train) / "run")
 
