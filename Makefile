@@ -25,9 +25,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 --durations=30 -m "not long"
 
 # The checks of minutes each (the demo's 99% after a fixed number of steps; both tiers translating all
-# of spa-eng TEST the same; every notebook run through a kernel) and the end-to-end checks that each
-# train a run or write an export of their own, kept out of make test so that it stays under 15
-# minutes; .ci/run runs them. Their functions run many times, so Grappler, off in make test
+# of spa-eng TEST the same; every notebook run through a kernel) and the checks that need a TensorFlow
+# process, a browser, a run or an export of their own (tests/README.md), kept out of make test so that
+# it stays near 10 minutes; .ci/run runs them. Their functions run many times, so Grappler, off in make test
 # (tests/README.md), is on. LONG_MARKS narrows them: .ci/run leaves out the notebooks
 # (marked `notebook`), which make test-colab runs under Colab's versions.
 LONG_MARKS ?= long

@@ -82,6 +82,7 @@ def test_train_from_a_url_quiet_prints_only_the_json(dates_file, tmp_path):
     assert "Downloading" not in result.stderr  # --quiet: no progress at all
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_train_from_a_url_that_is_not_a_zip_leaves_nothing_in_the_cache(dates_file, tmp_path):
     home = tmp_path / "keras"
     result = tfattn("train", "--corpus", dates_file.as_uri(), "--out", str(tmp_path / "run"), *TRAIN_FLAGS,

@@ -19,6 +19,9 @@ import tensorflow as tf
 
 from tfattn.explore import explore
 
+# A browser, and a model and an export of their own for its pages: 40 s in all, make test-long.
+pytestmark = pytest.mark.long
+
 SENTENCES = ["tue 5 march 2019", "07/08/1930"]
 TOLERANCE = 1e-3
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

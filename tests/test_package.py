@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import keras
+import pytest
 
 import tfattn
 import tfattn.layers
@@ -67,6 +68,7 @@ def run_python(code, cwd, argv0=None):
     return result.stdout.split()
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_import_tfattn_makes_every_layer_loadable_in_a_fresh_process(tmp_path):
     # One process saves a functional model holding the layers; another imports only tfattn and loads it.
     save = """
@@ -96,6 +98,7 @@ print(float(np.abs(got - np.load("expected.npy")).max()), type(model.layers[2]).
     assert float(difference) < 1e-6 and name in ("Encoder", "Decoder", "BahdanauAttention")
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_the_tfattn_command_parses_without_loading_tensorflow(tmp_path):
     # As the console script `bin/tfattn` runs: argv[0] is named tfattn.
     code = ("import sys; from tfattn.cli import build_parser; "

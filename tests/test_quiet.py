@@ -48,6 +48,7 @@ def run_tfattn(tmp_path, *args, native_logs=False):
                           cwd=tmp_path, timeout=300)
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_the_command_shows_its_own_lines_and_errors_but_not_the_start_up_lines(tmp_path):
     """`tfattn export` of a directory that is no run imports TensorFlow (which prints its start-up
     lines), then fails with its own one-line error; with `TFATTN_NATIVE_LOGS=1` the start-up lines show."""

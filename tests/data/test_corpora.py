@@ -570,6 +570,7 @@ def test_load_tfds_and_load_corpus_tfds_spec(tfds_spa):
     assert sorted(corpus.pairs) == sorted((target, source) for source, target in TINY_VALIDATION)
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_load_tfds_registers_tfattn_anki_itself(tmp_path):
     # A fresh process where nothing imported tfattn.data.tfds_anki (`tfattn train --corpus
     # tfds:tfattn_anki/spa`) prepares the dataset from TFDS's default manual_dir, DATA_DIR/downloads/manual.
@@ -748,6 +749,7 @@ def test_real_multi30k_train():
     )
 
 
+@pytest.mark.long  # all of spa-eng through TFDS's builder (10-15 s): make test-long
 @pytest.mark.data
 @pytest.mark.skipif(not SPA.is_file(), reason=f"real corpus not found: {SPA}")
 def test_real_spa_eng_tfds_builder_matches_split_pairs(tmp_path):

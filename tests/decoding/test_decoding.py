@@ -234,7 +234,8 @@ def test_one_sentence_loop_gives_the_batch_loops_outputs(bahdanau_translator, da
     config = DecodeConfig(max_length=14)
     one = make_greedy_fn(bahdanau_translator.model, config)
     model = Stepping(bahdanau_translator.model)
-    batch_loop = tf.function(lambda source: fast_decoding.compacted_decode(model, source, Greedy(), config))
+    batch_loop = tf.function(lambda source: fast_decoding.compacted_decode(model, source, Greedy(), config),
+                             input_signature=[tf.TensorSpec([None, None], tf.int32)])  # traced once, as `one`
     for text, _ in dates_data[1][:12]:
         source = source_ids(bahdanau_translator, [text])
         got, expected = one(source), batch_loop(source)

@@ -349,7 +349,8 @@ np.savez(sys.argv[1] + "/jax.npz", out=np.asarray(out), alignments=np.asarray(al
 """
 
 
-@pytest.mark.slow  # a JAX process that compiles a training step: about a minute
+@pytest.mark.slow
+@pytest.mark.long  # a JAX process that compiles a training step, about a minute: make test-long
 def test_runs_on_jax(tmp_path):
     pytest.importorskip("jax")
     keras.utils.set_random_seed(5)

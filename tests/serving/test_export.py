@@ -147,6 +147,7 @@ FRESH_PROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_loads_and_runs_in_a_fresh_process_without_tfattn(exported_dates, dates_translator, tmp_path):
     moved = str(tmp_path / "moved")
     shutil.copytree(exported_dates, str(tmp_path / "copy"))
@@ -194,6 +195,7 @@ def test_the_export_stores_what_the_step_reads_made_ahead(exported_dates, dates_
     assert dates_translator.decoding_weights == {}  # only the export's translator copies the weights
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_an_export_writes_no_info_lines_and_traces_each_function_once(dates_translator, tmp_path, monkeypatch):
     # As in a notebook, where TensorFlow sets its logger to INFO: tf.saved_model.save would log
     # "Assets written to: ..." there. And each signature's function is traced once: `save` gets every
@@ -238,6 +240,7 @@ def exported_reference(dates_translator, tmp_path_factory):
     return translator, export(translator, str(tmp_path_factory.mktemp("export") / "reference"))
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_reference_export_stores_nothing_ahead_and_translates_as_in_memory(exported_reference):
     translator, path = exported_reference
     config = json.loads(open(os.path.join(path, CONFIG_FILE), encoding="utf-8").read())

@@ -109,6 +109,7 @@ def test_a_checkpoint_removed_before_its_restore_is_passed_over(project, capsys,
 
 # -- defect 3: a model with a weight that is not finite is not exported -------------------------------
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_a_diverged_checkpoint_is_not_exported(project, capsys, monkeypatch):
     run, proj = project
     real_restore = runs_export.restore_weights
@@ -295,6 +296,7 @@ def two_exports(exported_dates, exported_bahdanau, tmp_path):
     return str(path), str(other)
 
 
+@pytest.mark.long  # two TensorFlow processes of their own (15-20 s): make test-long
 def test_a_reader_never_loads_an_export_half_replaced(two_exports):
     path, other = two_exports
     writer = child(SWAPPING_WRITER, other, path, "stop")

@@ -76,6 +76,7 @@ def assert_same_translations(got, want, what):
     assert len(got["tokens"]) == len(want["tokens"])
 
 
+@pytest.mark.long  # the session's three LiteRT exports, 20-30 s to write: make test-long
 def test_luong_gives_the_saved_models_tokens_and_attention(lite, exported_dates):
     _, test = dates.make_corpus(0, 1000)
     texts = [s for s, _ in test[:40]]
@@ -84,6 +85,7 @@ def test_luong_gives_the_saved_models_tokens_and_attention(lite, exported_dates)
     assert len(set(want["text"])) > 10, want["text"]  # varied dates: the model is not stuck on one
 
 
+@pytest.mark.long  # the session's three LiteRT exports, 20-30 s to write: make test-long
 @pytest.mark.parametrize("kind", ["bahdanau", "transformer"])
 def test_each_kind_gives_its_translators_tokens(lite, translators, kind):
     _, test = dates.make_corpus(0, 1000)
@@ -93,6 +95,7 @@ def test_each_kind_gives_its_translators_tokens(lite, translators, kind):
     assert len(set(want["text"])) > 5, want["text"]
 
 
+@pytest.mark.long  # the session's three LiteRT exports, 20-30 s to write: make test-long
 def test_the_model_holds_only_builtin_ops(lite):
     # LiteRT names a Select TF op "Flex" + its TensorFlow name; ai-edge-litert's interpreter has none.
     for kind, translator in lite.items():
@@ -108,12 +111,14 @@ def model_ops(path):
     return sorted(set(re.findall(r"Op#\d+ (\w+)", buffer.getvalue())))
 
 
+@pytest.mark.long  # the session's three LiteRT exports, 20-30 s to write: make test-long
 def test_serving_md_lists_the_luong_models_ops(lite):
     shown = re.search(r"<!-- ops: litert -->\n```\n(.*?)\n```", DOCS.read_text(encoding="utf-8"), re.S)
     ops = model_ops(lite["luong"].model_path)
     assert shown and shown.group(1).split() == ops, " ".join(ops)
 
 
+@pytest.mark.long  # the session's three LiteRT exports, 20-30 s to write: make test-long
 def test_a_source_without_tokens_gets_an_empty_translation(lite):
     # [START] [END] alone: length 0, the one id slot 0, one row of zero attention over the two positions.
     out = lite["luong"].translate_ids(np.array([[2, 3]]))
@@ -122,6 +127,7 @@ def test_a_source_without_tokens_gets_an_empty_translation(lite):
     assert lite["luong"]([""])["text"] == [""]
 
 
+@pytest.mark.long  # the session's three LiteRT exports, 20-30 s to write: make test-long
 def test_the_export_directory_holds_the_vocabularies(lite, translators, tmp_path):
     path = export_litert(translators["luong"], str(tmp_path / "lite"))
     names = sorted(os.listdir(path))
@@ -132,6 +138,7 @@ def test_the_export_directory_holds_the_vocabularies(lite, translators, tmp_path
     export_litert(translators["luong"], path)  # over an earlier LiteRT export: allowed
 
 
+@pytest.mark.long  # the session's three LiteRT exports, 20-30 s to write: make test-long
 @pytest.mark.parametrize("source", [np.zeros((2, 3), np.int32), np.zeros((1, 0), np.int32),
                                     np.zeros((1, 3), np.float32), np.zeros(3, np.int32)])
 def test_translate_ids_refuses_what_is_not_one_sentence_of_ids(lite, source):
@@ -150,6 +157,7 @@ def test_what_the_export_cannot_do_is_refused(translators, tmp_path):
         export_litert(translators["luong"], str(tmp_path / "b"))
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_tfattn_export_format_litert(small_run, tmp_path, capsys):
     run, _ = small_run
     out = str(tmp_path / "lite")
@@ -196,6 +204,7 @@ def onnx_luong(lite, tmp_path_factory):
     return OnnxTranslator(path, to_onnx(path, str(tmp_path_factory.mktemp("onnx") / "luong.onnx")))
 
 
+@pytest.mark.long  # tf2onnx's converter, a TensorFlow process of its own, over a LiteRT export: make test-long
 def test_onnx_of_the_litert_model_gives_the_saved_models_tokens(onnx_luong, exported_dates):
     _, test = dates.make_corpus(0, 1000)
     texts = [s for s, _ in test[:40]]

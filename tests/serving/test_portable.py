@@ -94,12 +94,14 @@ def dates_exports(dates_translator, exported_dates, tmp_path_factory):
     return {"core": exported_dates, "text": str(folder / "text")}
 
 
+@pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
 def test_the_config_says_which_ops_each_tokenizer_uses(dates_exports):
     for ops, path in dates_exports.items():
         with open(os.path.join(path, "tfattn_config.json"), encoding="utf-8") as f:
             assert json.load(f)["tokenizer_ops"] == {"source": ops, "target": ops}
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_only_core_ops_in_the_portable_export(dates_exports):
     core, text = op_listing(dates_exports["core"]), op_listing(dates_exports["text"])
     assert not core["tensorflow_text_imported"]
@@ -159,6 +161,7 @@ def test_the_core_tokenizer_gives_the_same_tokens_and_text_over_spa_eng_test(spa
             assert sum(p.startswith(b"##") for p in set(want_tokens.numpy().ravel().tolist())) > 20
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_a_saved_core_wordpiece_tokenizer_holds_only_core_ops(spa, tmp_path):
     """The tokenizer alone, saved with its function: every op core, the tokens tensorflow-text's."""
     from tfattn.serving.core_text import CoreTokenizer
@@ -210,6 +213,7 @@ def saved_model_cli_run(path, text):
                  "--signature_def", "translate", "--input_exprs", f"text=[{text!r}]")
 
 
+@pytest.mark.long  # saved_model_cli, a TensorFlow process of its own (5-20 s): make test-long
 def test_saved_model_cli_runs_the_portable_export_without_tensorflow_text(dates_exports, dates_translator):
     expected = dates_translator(["5.3.19"])["text"][0].decode()
     result = saved_model_cli_run(dates_exports["core"], "5.3.19")

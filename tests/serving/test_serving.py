@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfattn import BahdanauAttention, Seq2Seq
@@ -51,6 +52,7 @@ def saved_model_cli(*args, text_ops=False):
     return subprocess.run([*cli, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.long  # saved_model_cli, a TensorFlow process of its own (5-20 s): make test-long
 def test_saved_model_cli_show_lists_the_signatures(exported_dates):
     result = saved_model_cli("show", "--dir", exported_dates, "--all")
     assert result.returncode == 0, result.stderr
@@ -63,6 +65,7 @@ def test_saved_model_cli_show_lists_the_signatures(exported_dates):
         assert f"inputs['{given}']" in result.stdout
 
 
+@pytest.mark.long  # saved_model_cli, a TensorFlow process of its own (5-20 s): make test-long
 def test_saved_model_cli_run_prints_a_translation(exported_dates, dates_translator):
     expected = dates_translator(["5 march 2019"])["text"][0].decode()
     result = saved_model_cli("run", "--dir", exported_dates, "--tag_set", "serve", "--signature_def",

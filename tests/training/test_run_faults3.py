@@ -142,6 +142,7 @@ def lone_worker(index, corpus, run, timeout):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 @pytest.mark.parametrize("index", [0, 1])  # the chief, which writes the run, and the other worker
 def test_a_worker_that_never_comes_is_named_within_the_timeout(corpus, tmp_path, index):
     run = str(tmp_path / "run")
@@ -166,6 +167,7 @@ def stderr_until(proc, fragment):
     pytest.fail(f"the child ended without reporting {fragment!r}: {''.join(lines)[-2000:]}")
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 @pytest.mark.parametrize("index", [0, 1])
 def test_sigterm_ends_the_wait_for_the_other_workers(corpus, tmp_path, index):
     run = str(tmp_path / "run")
@@ -177,6 +179,7 @@ def test_sigterm_ends_the_wait_for_the_other_workers(corpus, tmp_path, index):
     assert "Traceback" not in err and not os.path.exists(run)
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 @pytest.mark.parametrize("where, left", [("setup:corpus", None), ("setup:config", {"config.json", "tokenizers.json"})])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_the_setup_ends_it_and_leaves_a_run_that_resumes(corpus, tmp_path, where, left, signum):

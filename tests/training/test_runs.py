@@ -196,6 +196,7 @@ def test_a_corpus_without_validation_pairs_writes_no_run(tmp_path):
     assert not out.exists()  # nothing half made: a corrected corpus can use the same --out
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_ctrl_c_saves_the_latest_state(tmp_path):
     write_anki(tmp_path / "d.txt", 3000)  # 360 steps an epoch
     run = str(tmp_path / "run")
@@ -217,6 +218,7 @@ def test_ctrl_c_saves_the_latest_state(tmp_path):
     assert tf.train.load_checkpoint(latest).get_tensor("position/.ATTRIBUTES/VARIABLE_VALUE") == 30
 
 
+@pytest.mark.long  # a TensorFlow process of its own (5-25 s): make test-long
 def test_refuses_to_overwrite_a_run(small_run, tmp_path):
     run, _ = small_run
     proc = tfattn("train", "--corpus", str(tmp_path / "x.txt"), "--out", run, "--quiet")
