@@ -35,7 +35,7 @@ test-long: $(STAMP)
 	TFATTN_TEST_GRAPPLER=on $(BIN)/python -m pytest -q -ra -n 2 --durations=25 -m "$(LONG_MARKS)"
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -n 2 -m "not slow"
+	$(BIN)/python -m pytest -q -ra -n 2 -m "not slow and not long"
 
 # The layer tests that run on either Keras backend (no TensorFlow import; outputs read through NumPy),
 # under JAX for CPU. The prefix overrides the KERAS_BACKEND exported above for this command only. The

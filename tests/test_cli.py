@@ -409,7 +409,6 @@ def test_resume_passes_only_epochs_and_time_budget(capsys, monkeypatch, tmp_path
                                                                                  budget)
 
 
-
 @pytest.mark.parametrize("ends", ["returns", "raises"])
 def test_quiet_silences_keras_only_while_it_trains(capsys, monkeypatch, tmp_path, ends):
     """`train --quiet` turns Keras's progress lines off (a corpus's download) during the run only: `main`
@@ -428,10 +427,12 @@ def test_quiet_silences_keras_only_while_it_trains(capsys, monkeypatch, tmp_path
     monkeypatch.setattr(tfattn.runs.train, "train_run", train_run)
     keras.utils.enable_interactive_logging()
     status, _, err = run_main(capsys, "train", "--resume", "--out", str(tmp_path), "--quiet")
-    assert (status, seen) == ((0, [False]) if ends == "returns" else (2, [False])), err
+    assert (status, seen) == ({"returns": 0, "raises": 2}[ends], [False]), err
     assert keras.utils.is_interactive_logging_enabled()
     run_main(capsys, "train", "--resume", "--out", str(tmp_path))  # without --quiet: Keras's setting untouched
     assert seen[-1] is True
+
+
 # -- translate: any bytes ------------------------------------------------------------------------
 
 @pytest.mark.long  # a run or an export of its own, 15-40 s: make test-long
