@@ -38,13 +38,14 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -ra -n 2 -m "not slow and not long"
 
 # The layer tests that run on either Keras backend (no TensorFlow import; outputs read through NumPy),
-# under JAX for CPU. The prefix overrides the KERAS_BACKEND exported above for this command only. The
-# rest of the suite is TensorFlow's by design: tf.function, tf.data, tensorflow-text, SavedModel.
+# under JAX for CPU, in two workers as make test. The prefix overrides the KERAS_BACKEND exported above
+# for this command only. The rest of the suite is TensorFlow's by design: tf.function, tf.data,
+# tensorflow-text, SavedModel.
 JAX_TESTS := tests/layers/test_backends.py tests/layers/test_decoder_paper.py tests/layers/test_keras_conventions.py \
 	tests/layers/test_multihead.py tests/layers/test_positions.py
 
 test-jax: $(STAMP)
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -ra $(JAX_TESTS)
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -ra -n 2 $(JAX_TESTS)
 
 # The Colab check (.ci/test-colab says each step): a fresh Python 3.13 virtual environment holding
 # Colab's preinstalled versions (.ci/colab-runtime.txt); the package installed into it without
