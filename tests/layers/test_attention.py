@@ -145,6 +145,32 @@ def test_scores_match_numpy(variant, scale, t_q):
     np.testing.assert_allclose(context, expected_context, atol=1e-5)
 
 
+@pytest.mark.parametrize("variant", ["bahdanau", "dot", "general", "concat", "location"])
+def test_integer_inputs_are_cast_to_the_compute_dtype(variant):
+    """Integer query, key and value attend as their float values do, as `keras.layers.Dense`
+    computes on integers (the dot and general scores used to stop in TensorFlow's Softmax kernel)."""
+    rng = np.random.default_rng(3)
+    query = rng.integers(-2, 3, size=(BATCH, 1, DQ)).astype("int32")
+    key = rng.integers(-2, 3, size=(BATCH, T_IN, key_size(variant))).astype("int64")
+    value = rng.integers(-2, 3, size=(BATCH, T_IN, DV)).astype("int32")
+    layer = make_layer(variant)
+    layer(query.astype("float32"), value.astype("float32"), key=key.astype("float32"))  # builds
+    weights = fixed_weights(variant, False)
+    set_weights(layer, weights)
+    context, attention = layer(query, value, key=key, value_mask=MASK)
+    assert keras.backend.standardize_dtype(context.dtype) == "float32"
+    expected_context, expected_attention = np_attention(np_scores(variant, weights, query, key), value, MASK)
+    np.testing.assert_allclose(attention, expected_attention, atol=1e-6)
+    np.testing.assert_allclose(context, expected_context, atol=1e-5)
+
+
+def test_an_input_that_holds_no_numbers_is_refused_by_name():
+    query, key, value = make_inputs(1)
+    with pytest.raises(ValueError, match=r"value must hold numbers: a float tensor, or integers, which are cast "
+                                         r"to float32\. Received: value\.dtype=string"):
+        LuongAttention("general")(query, value.astype(str), key=key)
+
+
 def test_bahdanau_normalized_starts_with_g_sqrt_one_over_units_and_zero_b():
     layer = BahdanauAttention(UNITS, normalize=True)
     query, key, value = make_inputs(1)

@@ -28,7 +28,7 @@ import warnings
 import keras
 from keras import ops
 
-from tfattn.layers.checks import ShapeChecker, rate
+from tfattn.layers.checks import ShapeChecker, as_float, rate
 from tfattn.layers.hard import one_position
 from tfattn.layers.options import PROBABILITIES
 
@@ -63,7 +63,9 @@ class ScoredAttention(keras.layers.Layer):
 
     Call arguments:
         query: float tensor `(batch, t_q, dq)`; one decoder step is `t_q = 1`. Or Keras' list form
-            `[query, value]` / `[query, value, key]`, with `mask=[query_mask, value_mask]`.
+            `[query, value]` / `[query, value, key]`, with `mask=[query_mask, value_mask]`. Integer
+            or bool query, value and key are cast to the layer's compute dtype, as `keras.layers.Dense`
+            computes on them; another dtype (a string) is refused with a ValueError naming it.
         value: float tensor `(batch, t_in, dv)`.
         key: optional float tensor `(batch, t_in, dk)`; defaults to `value`.
         query_mask: optional bool `(batch, t_q)`; `False` steps get zero weights and context.
@@ -179,6 +181,8 @@ class ScoredAttention(keras.layers.Layer):
         check("value_mask", value_mask, ("batch", "t_in"))
         check("key_mask", key_mask, ("batch", "t_in"))
         value_mask = _both(value_mask, key_mask)
+        query, value, key = (as_float(name, x, self.compute_dtype)
+                             for name, x in (("query", query), ("value", value), ("key", key)))
         return query, value, key, _bool(query_mask), value_mask
 
     def compute_mask(self, inputs, mask=None):

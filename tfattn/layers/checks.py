@@ -7,6 +7,9 @@ symbolic tensors in a functional model. An axis whose size is unknown (`None`) i
 
 import numbers
 
+import keras
+from keras import ops
+
 
 def positive_int(name, value):
     """`value` as a Python int if it is a positive integer (NumPy integers too), else a ValueError."""
@@ -27,6 +30,20 @@ def refuse_unused(name, value, default, applies, where, context):
     apply (`applies` False). `where` says where it applies, `context` the arguments that decide it."""
     if value != default and not applies:
         raise ValueError(f"{name} applies to {where} only. Received: {name}={value!r} with {context}")
+
+
+def as_float(name, x, dtype):
+    """`x` as a floating-point tensor: as it is when it is one, cast to `dtype` when it holds integers
+    or bools (as `keras.layers.Dense` computes on them), else a ValueError naming it. None stays None."""
+    if x is None:
+        return None
+    kind = keras.backend.standardize_dtype(x.dtype)
+    if keras.backend.is_float_dtype(kind):
+        return x
+    if keras.backend.is_int_dtype(kind) or kind == "bool":
+        return ops.cast(x, dtype)
+    raise ValueError(f"{name} must hold numbers: a float tensor, or integers, which are cast to {dtype}. "
+                     f"Received: {name}.dtype={kind}")
 
 
 def static_shape(x):
