@@ -23,7 +23,7 @@ all zeros, documented as such, so that plots and exports keep their shapes.
 import keras
 from keras import ops
 
-from tfattn.layers.checks import ShapeChecker, positive_int, rate
+from tfattn.layers.checks import ShapeChecker, positive_int, rate, token_ids
 from tfattn.layers.encoder import make_rnn, state_dict
 from tfattn.layers.tied import add_bias, check_tied, tied_logits
 
@@ -146,6 +146,7 @@ class NoAttentionDecoder(keras.layers.Layer):
         check = ShapeChecker()
         check("token", token, ("batch",))
         check("state['h']", state["h"], ("batch", "units"))
+        token_ids("token", token, self.vocab_size)
         embedded = self.embedding(token)  # (batch, emb)
         summary = state.get("summary")  # (batch, units), or None without feed_summary
         states = [state["h"]] if self.rnn == "gru" else [state["h"], state["c"]]
@@ -161,6 +162,7 @@ class NoAttentionDecoder(keras.layers.Layer):
         check = ShapeChecker()
         check("target_in", target_in, ("batch", "t_out"))
         check("encoder_outputs", encoder_outputs, ("batch", "t_in", "dv"))
+        token_ids("target_in", target_in, self.vocab_size)
         if not isinstance(state, dict) or "h" not in state:
             raise ValueError(f"state must be a dict with 'h' (batch, units), as Encoder returns. Received: state={state!r}")
         check("state['h']", state["h"], ("batch", "units"))

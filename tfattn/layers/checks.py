@@ -2,12 +2,15 @@
 shape in the package's axis names (`batch, t_q, t_in, t_out, units, ...`) and what was received.
 
 Shapes are checked where they are known: eagerly, while tracing a `tf.function`, and on Keras'
-symbolic tensors in a functional model. An axis whose size is unknown (`None`) is skipped.
+symbolic tensors in a functional model. An axis whose size is unknown (`None`) is skipped. Token ids
+are checked against the vocabulary where their values exist (`token_ids`: eager calls), and attention
+inputs in integers are cast to floats (`as_float`).
 """
 
 import numbers
 
 import keras
+import numpy as np
 from keras import ops
 
 
@@ -44,6 +47,36 @@ def as_float(name, x, dtype):
         return ops.cast(x, dtype)
     raise ValueError(f"{name} must hold numbers: a float tensor, or integers, which are cast to {dtype}. "
                      f"Received: {name}.dtype={kind}")
+
+
+def token_ids(name, ids, vocab_size):
+    """Refuses token ids that an embedding of `vocab_size` rows would not look up as given, with a
+    ValueError naming the first: below 0 (Keras' `Embedding` wraps them to rows from the end), from
+    `vocab_size` on (its gather stops deep in TensorFlow on a CPU) or not whole (truncated).
+
+    Checked where the values exist: NumPy arrays and eager tensors. Inside a traced function
+    (`tf.function`, `jax.jit`) and on Keras' symbolic tensors they do not exist yet: not checked.
+    """
+    values = _values_now(ids)
+    if values is None or values.size == 0:
+        return
+    expected = f"{name} must hold whole token ids from 0 to vocab_size - 1 = {vocab_size - 1}"
+    if values.dtype.kind not in "iuf":
+        raise ValueError(f"{expected}. Received: {name}.dtype={keras.backend.standardize_dtype(ids.dtype)}")
+    bad = (values < 0) | (values >= vocab_size) | (values != np.floor(values))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{expected}. Received: {name}[{', '.join(map(str, where))}]={values[where].item()!r}")
+
+
+def _values_now(x):
+    """`x` as a NumPy array if its values exist now, else None."""
+    try:
+        return ops.convert_to_numpy(x)
+    # A symbolic tf.Tensor in a tf.function (NotImplementedError), a KerasTensor (ValueError), a JAX
+    # tracer (TracerArrayConversionError, a TypeError): values yet to be computed.
+    except (NotImplementedError, ValueError, TypeError):
+        return None
 
 
 def static_shape(x):

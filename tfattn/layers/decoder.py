@@ -23,7 +23,7 @@ from keras import ops
 from tfattn.layers.attention import ScoredAttention
 from tfattn.layers.bahdanau import BahdanauAttention
 from tfattn.layers.luong import LuongAttention
-from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
+from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused, token_ids
 from tfattn.layers.encoder import make_rnn, state_dict
 from tfattn.layers.tied import add_bias, check_tied, tied_logits
 
@@ -238,6 +238,7 @@ class Decoder(keras.layers.Layer):
         check = ShapeChecker()
         check("token", token, ("batch",))
         check("state['h']", state["h"], ("batch", "units"))
+        token_ids("token", token, self.vocab_size)
         out, attention, state = self._step(self.embedding(token), state, memory)
         return self._logits(out), attention, state
 
@@ -272,6 +273,7 @@ class Decoder(keras.layers.Layer):
         check("encoder_outputs", encoder_outputs, ("batch", "t_in", "dv"))
         check("encoder_outputs_mask", encoder_outputs_mask, ("batch", "t_in"))
         check("state['h']", state["h"], ("batch", "units"))
+        token_ids("target_in", target_in, self.vocab_size)
         if state["h"].shape[-1] not in (None, self.units):
             raise ValueError(f"state['h'] must have shape (batch, units) with units = {self.units}. "
                              f"Received: state['h'].shape={tuple(state['h'].shape)}")

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from tfattn.layers.checks import ShapeChecker, positive_int, rate
+from tfattn.layers.checks import ShapeChecker, positive_int, rate, token_ids
 from tfattn.layers.options import RNNS
 
 
@@ -41,7 +41,8 @@ class Encoder(keras.layers.Layer):
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        source: int tensor `(batch, t_in)`, right-padded with 0.
+        source: int tensor `(batch, t_in)`, right-padded with 0. An id outside 0 .. vocab_size - 1
+            is refused with a ValueError where the values are known (an eager call; `checks.token_ids`).
         training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
@@ -100,6 +101,7 @@ class Encoder(keras.layers.Layer):
     def call(self, source, training=None):
         # 1. Embed; padding (id 0) is masked for the recurrent layers.
         ShapeChecker()("source", source, ("batch", "t_in"))
+        token_ids("source", source, self.vocab_size)
         mask = ops.not_equal(source, 0)  # (batch, t_in)
         x = self.dropout_layer(self.embedding(source), training=training)  # (batch, t_in, embedding_dim)
         # 2. Recurrent layers; the final state of the last one initializes the decoder.

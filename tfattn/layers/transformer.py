@@ -38,7 +38,7 @@ import math
 import keras
 from keras import ops
 
-from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused
+from tfattn.layers.checks import ShapeChecker, positive_int, rate, refuse_unused, token_ids
 from tfattn.layers.multihead import MultiHeadAttention, causal_mask, renamed_heads
 from tfattn.layers.options import POSITIONS
 from tfattn.layers.positions import LearnedPositions, SinusoidalPositions, default_positions
@@ -265,7 +265,8 @@ class TransformerEncoder(_Stack):
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        source: int `(batch, t_in)`, right-padded with 0.
+        source: int `(batch, t_in)`, right-padded with 0. An id outside 0 .. vocab_size - 1
+            is refused with a ValueError where the values are known (an eager call; `checks.token_ids`).
         training: bool or None. Whether dropout is active (None: Keras' training context).
 
     Returns:
@@ -293,6 +294,7 @@ class TransformerEncoder(_Stack):
     def call(self, source, training=None):
         # 1. Embed and add positions; padding masked for every self-attention.
         ShapeChecker()("source", source, ("batch", "t_in"))
+        token_ids("source", source, self.vocab_size)
         mask = ops.not_equal(source, 0)  # (batch, t_in)
         positions = default_positions(source)  # (1, t_in)
         x = self.embed(source, positions, training)  # (batch, t_in, units)
@@ -433,6 +435,7 @@ class TransformerDecoder(_Stack):
             `(logits (batch, vocab), weights (batch, t_in), state)`: weights as `call` returns them.
         """
         ShapeChecker()("token", token, ("batch",))
+        token_ids("token", token, self.vocab_size)
         position = state["position"]  # (batch,)
         positions = position[:, None]  # (batch, 1)
         seen = causal_mask(positions, default_positions(state["keys"][0][:, 0]))  # (batch, 1, max_length)
@@ -458,6 +461,7 @@ class TransformerDecoder(_Stack):
         check("target_in", target_in, ("batch", "t_out"))
         check("encoder_outputs", encoder_outputs, ("batch", "t_in", "units"))
         check("encoder_outputs_mask", encoder_outputs_mask, ("batch", "t_in"))
+        token_ids("target_in", target_in, self.vocab_size)
         if encoder_outputs.shape[-1] not in (None, self.units):
             raise ValueError(f"encoder_outputs must have shape (batch, t_in, units) with units = {self.units}. "
                              f"Received: encoder_outputs.shape={tuple(encoder_outputs.shape)}")
