@@ -88,9 +88,15 @@ def test_a_token_id_outside_the_vocabulary_is_refused_by_name_and_position(what,
     make, name = CALLS[what]
     call = make()
     dtype = "float32" if isinstance(bad, float) else "int32"
-    call(np.array([[1, 19, 2]], dtype))  # ids 0..19 are taken (a float 19.0 too)
-    where = "[0]" if name == "token" else "[0, 1]"  # the step reads column 0 of the batch below
-    ids = np.array([[bad, 4, 2]] if name == "token" else [[1, bad, 2]], dtype)
-    with pytest.raises(ValueError, match=rf"{name} must hold whole token ids from 0 to vocab_size - 1 = 19\. "
-                                         rf"Received: {name}\{where[:-1]}\]={re.escape(shown)}"):
-        call(ids)
+    position = (0,) if name == "token" else (0, 1)  # the step reads column 0 of the batch
+
+    def ids(x):
+        batch = np.array([[1, 4, 2]], dtype)
+        batch[0, position[-1]] = x
+        return batch
+
+    call(ids(19))  # the last id is taken (a float 19.0 too)
+    received = f"Received: {name}[{', '.join(map(str, position))}]={shown}"
+    with pytest.raises(ValueError, match=re.escape(f"{name} must hold whole token ids from 0 to vocab_size - 1 = 19. "
+                                                   f"{received}")):
+        call(ids(bad))
