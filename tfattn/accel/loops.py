@@ -126,17 +126,18 @@ def _bahdanau_backward(saved, upstream, h0, keys, values, w):
     t_out = tf.shape(upstream["ds"])[1]
     upstream = {k: tf.TensorArray(x.dtype, size=t_out).unstack(_time_major(x)) for k, x in upstream.items()}
     grads = _arrays(h0.dtype, t_out, ("dgx", "dgh", "dq", "dc"))
+    by_t = {k: _by_transpose(w[k]) for k in ("kernel_rest", "recurrent_kernel", "w1")}  # x -> x W^T
 
     def step_back(j, ds, d_keys, d_v, grads):
         i = t_out - 1 - j
         step = {k: saved[k].read(i) for k in _SAVED[:-1]}
-        dgx, dgh, ds_prev = _gru_backward(ds + upstream["ds"].read(i), step, w["recurrent_kernel"])
-        dc = upstream["dc"].read(i) + tf.matmul(dgx, w["kernel_rest"], transpose_b=True)  # (B, dv)
+        dgx, dgh, ds_prev = _gru_backward(ds + upstream["ds"].read(i), step, by_t["recurrent_kernel"])
+        dc = upstream["dc"].read(i) + by_t["kernel_rest"](dgx)  # (B, dv)
         dalpha = tf.matmul(values, dc[:, :, None])[:, :, 0]  # (B, T)
         if "dalpha" in upstream:
             dalpha = dalpha + upstream["dalpha"].read(i)
         dhid, dv_step, dq = _attend_backward(dalpha, step["alpha"], step["hid"], w["v"])
-        ds_prev = ds_prev + tf.matmul(dq, w["w1"], transpose_b=True)  # the query's share
+        ds_prev = ds_prev + by_t["w1"](dq)  # the query's share
         grads = {k: grads[k].write(i, g) for k, g in (("dgx", dgx), ("dgh", dgh), ("dq", dq), ("dc", dc))}
         return j + 1, ds_prev, d_keys + dhid, d_v + dv_step, grads
 
@@ -269,6 +270,7 @@ def _gru_backward_loop(upstream, saved, kernels, masks, position):
     n_dir, dtype, t_max = len(kernels), upstream[0].dtype, tf.shape(upstream[0])[1]
     d_outs = [tf.TensorArray(dtype, size=t_max).unstack(_time_major(upstream[2 * d])) for d in range(n_dir)]
     grads = [_arrays(dtype, t_max, ("dgx", "dgh")) for _ in range(n_dir)]
+    by_t = [_by_transpose(k) for k in kernels]  # dgh -> dgh R^T
 
     def step_back(j, ds_all, grads):
         new_ds, new_grads = [], []
@@ -278,7 +280,7 @@ def _gru_backward_loop(upstream, saved, kernels, masks, position):
             if masks is not None:  # a padding step passed the state through, untouched
                 real, zeros = masks.read(t), tf.zeros_like(ds)
                 ds_new, ds_kept = tf.where(real, ds_new, zeros), tf.where(real, zeros, ds)
-            dgx, dgh, ds_prev = _gru_backward(ds_new, {k: saved[d][k].read(t) for k in _GRU_SAVED}, kernels[d])
+            dgx, dgh, ds_prev = _gru_backward(ds_new, {k: saved[d][k].read(t) for k in _GRU_SAVED}, by_t[d])
             new_ds.append(ds_prev + ds_kept if masks is not None else ds_prev)
             new_grads.append({"dgx": grads[d]["dgx"].write(t, dgx), "dgh": grads[d]["dgh"].write(t, dgh)})
         return j + 1, new_ds, new_grads
@@ -296,8 +298,9 @@ def _gru_forward(gx, s, recurrent_kernel, recurrent_bias):
     return parts["h"], {k: parts[k] for k in _GRU_SAVED}
 
 
-def _gru_backward(ds, step, recurrent_kernel):
-    """A GRU step's backward pass, given `ds (B, u)`, the gradient reaching its new state.
+def _gru_backward(ds, step, by_recurrent_t):
+    """A GRU step's backward pass, given `ds (B, u)`, the gradient reaching its new state, and
+    `by_recurrent_t`, the product by the recurrent kernel's transpose (`_by_transpose`).
 
     Returns `(dgx, dgh, ds_prev)`: the gradients of the input's and the state's shares of the gates
     `(B, 3u)`, and the state's share of the gradient reaching the previous state `(B, u)`.
@@ -307,11 +310,24 @@ def _gru_backward(ds, step, recurrent_kernel):
     dz = tf.raw_ops.SigmoidGrad(y=z, dy=ds * (s - n))
     dr = tf.raw_ops.SigmoidGrad(y=r, dy=dn * gh_n)
     dgh = tf.concat([dz, dr, dn * r], axis=-1)
-    ds_prev = z * ds + tf.matmul(dgh, recurrent_kernel, transpose_b=True)
+    ds_prev = z * ds + by_recurrent_t(dgh)
     return tf.concat([dz, dr, dn], axis=-1), dgh, ds_prev
 
 
 _GRU_SAVED = ("s", "z", "r", "n", "gh_n")
+
+
+def _by_transpose(kernel):
+    """`x -> x kernel^T`, for a backward loop's every step, the kernel's layout chosen once before it.
+
+    oneDNN's float32 product of a batch's rows by a kernel read transposed (`transpose_b=True`) runs
+    several times slower than by the same kernel stored transposed, so a float32 kernel is transposed
+    once; in bfloat16 the transposed read is as fast, and the copy would cost more than it saves
+    (`docs/performance.md`, "Fast-tier techniques")."""
+    if kernel.dtype == tf.float32:
+        kernel_t = tf.transpose(kernel)
+        return lambda x: tf.matmul(x, kernel_t)
+    return lambda x: tf.matmul(x, kernel, transpose_b=True)
 
 
 def output_layers(x, keep, weights, hidden):
