@@ -6,11 +6,17 @@ the same run. Prints one JSON object. Usage: python bench/train_throughput.py [-
 [--precision float32|mixed_bfloat16|auto] [--peer PEER_DIR [--rounds 3]]
 
 With `--peer PEER_DIR` (the rebuilt 2021 tutorial, `PEER_DIR/peer.py` with its own `PEER_DIR/.venv`
-holding tf_keras: docs/performance.md, "The peer"), the Bahdanau rows (units 256 and 1024) are timed
-against the peer at the same units, interleaved: the peer trains in its own process, started once
+holding tf_keras: docs/performance.md, "The peer"), the Bahdanau rows and the `peer-shape` rows (units
+256 and 1024) are timed against the peer at the same units, interleaved: the peer trains in its own process, started once
 per size and traced before timing, and the two take turns, a chunk of steps each, for `--rounds`
 rounds, so that a drift of the machine's speed touches both alike. Each side counts its own
 non-padding target tokens (the peer's batches are the tutorial's: shuffled, unbucketed).
+
+The `peer-shape` row is the peer's own model in this package: the tutorial's decoder runs its GRU on
+the previous token alone and attends after it, with the additive score, then `tanh(Wc [c; h])`
+(Luong's flow with his concat score, no input feeding), over a unidirectional GRU encoder. The
+`bahdanau` row does more per target token: the context enters the GRU (Bahdanau et al.'s decoder),
+so its GRU reads `embedding + units` inputs where the peer's reads `embedding`.
 
 FLOPs are counted on the padded batch (the work done), forward pass x 3 for the backward pass:
 multiply-adds of every matmul and of the attention scores and weighted sums, 2 FLOPs each.
@@ -38,6 +44,8 @@ from tfattn.training.precision import precision_scope, resolve_precision  # noqa
 from tfattn.training.step import make_optimizer, make_train_step  # noqa: E402
 from tfattn.training.trainer import TrainConfig  # noqa: E402
 
+# The 2021 tutorial's model (the module docstring): attention after the GRU, the additive score.
+_PEER_SHAPE = dict(attention="luong", score="concat", input_feeding=False, bidirectional=False)
 # (row name, ModelConfig fields beyond embedding_dim and units, embedding_dim, units)
 RUNS = [
     ("bahdanau", dict(attention="bahdanau"), 256, 256),
@@ -45,6 +53,8 @@ RUNS = [
     ("luong", dict(attention="luong", input_feeding=False), 256, 256),
     ("luong-feed", dict(attention="luong", input_feeding=True), 256, 256),
     ("luong", dict(attention="luong", input_feeding=False), 256, 1024),
+    ("peer-shape", _PEER_SHAPE, 256, 256),
+    ("peer-shape", _PEER_SHAPE, 256, 1024),
     ("luong-local-p", dict(attention="luong", input_feeding=True, local="p", window=10), 256, 256),
     ("transformer", dict(attention="transformer", heads=4, num_layers=2, ff_dim=512), 256, 256),  # quality.py's
 ]
@@ -55,12 +65,14 @@ def forward_flops(c, batch, t_in, t_out, source_vocab, target_vocab):
     if c.attention == "transformer":
         return transformer_flops(c, batch, t_in, t_out, target_vocab)
     e, u = c.embedding_dim, c.units
-    half = u // 2
-    encoder = t_in * 2 * (2 * 3 * half * (e + half))  # two directions, three GRU gates
+    directions = 2 if c.bidirectional else 1
+    size = u // directions  # each direction's state
+    encoder = t_in * directions * (2 * 3 * size * (e + size))  # three GRU gates per direction
     keys = t_in * 2 * u * u  # key projection, once per sentence
     rnn_in = e + (u if c.attention == "bahdanau" or c.input_feeding else 0)
     decoder = 2 * 3 * u * (rnn_in + u)
-    attention = 2 * 2 * t_in * u + (2 * u * u if c.attention == "bahdanau" else 0)  # scores, context, W1 q
+    additive = c.attention == "bahdanau" or c.score == "concat"  # W1 q per step
+    attention = 2 * 2 * t_in * u + (2 * u * u if additive else 0)  # scores, context, W1 q
     hidden = 2 * u * (u + u + (e if c.attention == "bahdanau" else 0))  # tanh layer / W_c
     logits = 2 * u * target_vocab
     local_p = 2 * u * u + 2 * u if c.local == "p" else 0  # p_t = S sigmoid(v_p^T tanh(W_p h_t))
@@ -152,12 +164,12 @@ def main():
     parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16", "auto"),
                         help="our models' precision (auto: what `tfattn train` picks here) (default: float32)")
     parser.add_argument("--peer", metavar="PEER_DIR",
-                        help="time the rebuilt 2021 tutorial beside the Bahdanau rows, interleaved (see above)")
+                        help="time the rebuilt 2021 tutorial beside the bahdanau and peer-shape rows, interleaved")
     parser.add_argument("--rounds", type=int, default=3, help="with --peer: turns each (default: 3)")
     args = parser.parse_args()
     precision = resolve_precision(args.precision)
     if args.peer:
-        args.only = args.only or "bahdanau"
+        args.only = args.only or "bahdanau,peer-shape"
     source_tok, target_tok = spa.tokenizers(5000, 40)
     # One epoch of batches; each model trains on batches drawn evenly from all of it (the first
     # batches of a bucketed epoch are the short ones, and would flatter the figures).
@@ -172,7 +184,7 @@ def main():
         sizes = {"units": units, **({} if fields.get("attention") == "transformer" else {"embedding_dim": embedding})}
         c = ModelConfig(**fields, **sizes, max_source_length=40, max_target_length=40)  # (the Transformer's: units)
         steps = args.steps if units <= 256 else max(10, args.steps // 3)
-        peer = Peer(args.peer, units) if args.peer and name == "bahdanau" else None
+        peer = Peer(args.peer, units) if args.peer and name in ("bahdanau", "peer-shape") else None
         try:
             r = measure(c, data, steps, source_tok.vocab_size, target_tok.vocab_size, precision, peer,
                         args.rounds if peer else 1)
@@ -181,6 +193,7 @@ def main():
                 peer.close()
         runs.append({"model": name, "attention": c.attention,
                      "input_feeding": c.input_feeding if c.attention == "luong" else None,
+                     "score": c.score if c.attention == "luong" else None, "bidirectional": c.bidirectional,
                      "embedding_dim": embedding, "units": units, "steps": steps,
                      "s_per_step": round(r["s_per_step"], 4),
                      "nonpad_target_tokens_per_s": round(r["nonpad_target_tokens_per_s"]),

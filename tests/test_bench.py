@@ -21,6 +21,7 @@ import decode  # noqa: E402
 import paired  # noqa: E402
 import quality  # noqa: E402
 import spa  # noqa: E402
+import train_pair  # noqa: E402
 import train_throughput  # noqa: E402
 
 from tfattn.model import ModelConfig  # noqa: E402
@@ -372,6 +373,12 @@ def test_forward_flops_counts_every_matmul_of_a_small_model():
     # Local-p adds W_p h_t (6 * 6 = 36 MACs) and v_p (6 MACs) a step: 84 FLOPs; 2 * 3 steps: 504.
     local_p = ModelConfig(attention="luong", input_feeding=True, local="p", embedding_dim=4, units=6)
     assert train_throughput.forward_flops(local_p, 2, 5, 3, 50, 10) == 7_704 + 1_296 + 504
+    # The peer's shape: one encoder direction of 6 units, 3 * (4 + 6) * 6 = 180 MACs, and the keys 36:
+    # 216 MACs, 432 FLOPs a source token; 5 tokens: 2,160. Per target step, Luong without input
+    # feeding (372 MACs above) and the concat score's W q, 6 * 6 = 36: 408 MACs, 816 FLOPs; 3 steps:
+    # 2,448. Per sentence 4,608; batch of 2: 9,216.
+    peer_shape = ModelConfig(**train_throughput._PEER_SHAPE, embedding_dim=4, units=6)
+    assert train_throughput.forward_flops(peer_shape, 2, 5, 3, 50, 10) == 9_216
 
 
 def test_transformer_flops_count_every_matmul_of_a_small_model():
@@ -565,3 +572,26 @@ def test_ops_reads_lengths_and_fits_node_counts():
     counts = 500 + 90 * t_in + 150 * t_out  # nodes: 500 once, 90 a source token, 150 an output token
     assert ops.node_fit(counts, t_in, t_out) == {"fixed": 500.0, "per_source_token": 90.0,
                                                  "per_output_token": 150.0, "r2": 1.0}
+
+
+def test_train_pair_loads_a_modules_functions_as_a_revision_had_them(tmp_path, monkeypatch):
+    # bench/train_pair.py: the old side runs the module's source at --base; the working tree's
+    # module stays as it is, and each old function reads the old module's other names.
+    import subprocess
+
+    (tmp_path / "pairpkg").mkdir()
+    module = tmp_path / "pairpkg" / "mod.py"
+    module.write_text("SIZE = 1\n\n\ndef size():\n    return SIZE\n\n\ndef twice():\n    return 2 * size()\n")
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("add", "pairpkg/mod.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    module.write_text("SIZE = 5\n\n\ndef size():\n    return SIZE\n\n\ndef twice():\n    return 2 * size()\n")
+    monkeypatch.setattr(train_pair, "ROOT", str(tmp_path))
+    old = train_pair.old_functions("pairpkg.mod", "HEAD")
+    assert sorted(old) == ["size", "twice"]
+    assert (old["size"](), old["twice"]()) == (1, 2)  # the committed SIZE, through the old size()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import pairpkg.mod
+
+    assert sorted(train_pair.functions(pairpkg.mod)) == ["size", "twice"] and pairpkg.mod.twice() == 10
