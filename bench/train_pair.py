@@ -28,14 +28,11 @@ import spa  # noqa: E402
 
 spa.quiet_tensorflow()
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from train_throughput import config_for, train_step_for  # noqa: E402
 
 from tfattn.data.pipeline import DataConfig, make_dataset  # noqa: E402
-from tfattn.model import ModelConfig, make_model  # noqa: E402
-from tfattn.training.precision import precision_scope, resolve_precision  # noqa: E402
-from tfattn.training.step import make_optimizer, make_train_step  # noqa: E402
-from tfattn.training.trainer import TrainConfig  # noqa: E402
+from tfattn.training.precision import resolve_precision  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,16 +67,11 @@ def main():
 
     source_tok, target_tok = spa.tokenizers(5000, 40)
     data = list(make_dataset(spa.splits()["train"], source_tok, target_tok, DataConfig(batch_size=64)))
-    n = 60 if args.units <= 256 else 24
-    batches = data[:: len(data) // n][:n]
+    batches = spa.spread(data, 60 if args.units <= 256 else 24)  # over the whole epoch
+    n = len(batches)
     fields = json.loads(args.model)
-    steps = {}
-    for side in sides:
-        keras.utils.set_random_seed(0)
-        with precision_scope(precision):
-            model = make_model(ModelConfig(**fields, embedding_dim=256, units=args.units, max_source_length=40,
-                                           max_target_length=40), source_tok.vocab_size, target_tok.vocab_size)
-        steps[side] = make_train_step(model, make_optimizer(TrainConfig(learning_rate=1e-3, precision=precision)))
+    c = config_for(fields, 256, args.units)
+    steps = {side: train_step_for(c, source_tok.vocab_size, target_tok.vocab_size, precision) for side in sides}
 
     def run(side, part):
         for name, function in sides[side].items():

@@ -92,14 +92,25 @@ def transformer_flops(c, batch, t_in, t_out, target_vocab):
     return batch * (encoder + decoder + memory + t_out * 2 * u * target_vocab)
 
 
-def measure(c, data, steps, source_vocab, target_vocab, precision="float32", peer=None, rounds=1):
-    """Our train step's figures over `steps` batches; with `peer` (a `Peer`), the peer's too, the two
-    taking turns for `rounds` rounds."""
+def config_for(fields, embedding_dim, units):
+    """A row's `ModelConfig`: `fields` and the sizes (a Transformer has no `embedding_dim`: `units`)."""
+    sizes = {"units": units, **({} if fields.get("attention") == "transformer" else {"embedding_dim": embedding_dim})}
+    return ModelConfig(**fields, **sizes, max_source_length=40, max_target_length=40)
+
+
+def train_step_for(c, source_vocab, target_vocab, precision="float32"):
+    """A fresh model of config `c` (seed 0) and its train step, as `tfattn train` makes them."""
     keras.utils.set_random_seed(0)
     with precision_scope(precision):
         model = make_model(c, source_vocab, target_vocab)
     config = TrainConfig(learning_rate=1e-3, precision=precision)
-    step = make_train_step(model, make_optimizer(config))  # as `tfattn train`
+    return make_train_step(model, make_optimizer(config))
+
+
+def measure(c, data, steps, source_vocab, target_vocab, precision="float32", peer=None, rounds=1):
+    """Our train step's figures over `steps` batches; with `peer` (a `Peer`), the peer's too, the two
+    taking turns for `rounds` rounds."""
+    step = train_step_for(c, source_vocab, target_vocab, precision)
     batches = data[:: max(1, len(data) // (steps + 5))][: steps + 5]  # spread over the whole epoch
     for source, target in batches[:5]:  # trace and warm up
         step(source, target)
@@ -181,8 +192,7 @@ def main():
     for name, fields, embedding, units in RUNS:
         if only and name not in only:
             continue
-        sizes = {"units": units, **({} if fields.get("attention") == "transformer" else {"embedding_dim": embedding})}
-        c = ModelConfig(**fields, **sizes, max_source_length=40, max_target_length=40)  # (the Transformer's: units)
+        c = config_for(fields, embedding, units)
         steps = args.steps if units <= 256 else max(10, args.steps // 3)
         peer = Peer(args.peer, units) if args.peer and name in ("bahdanau", "peer-shape") else None
         try:

@@ -6,6 +6,7 @@ module under test, advanced by the fake functions by known amounts, so every tim
 """
 
 import argparse
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -577,8 +578,6 @@ def test_ops_reads_lengths_and_fits_node_counts():
 def test_train_pair_loads_a_modules_functions_as_a_revision_had_them(tmp_path, monkeypatch):
     # bench/train_pair.py: the old side runs the module's source at --base; the working tree's
     # module stays as it is, and each old function reads the old module's other names.
-    import subprocess
-
     (tmp_path / "pairpkg").mkdir()
     module = tmp_path / "pairpkg" / "mod.py"
     module.write_text("SIZE = 1\n\n\ndef size():\n    return SIZE\n\n\ndef twice():\n    return 2 * size()\n")
@@ -595,3 +594,12 @@ def test_train_pair_loads_a_modules_functions_as_a_revision_had_them(tmp_path, m
     import pairpkg.mod
 
     assert sorted(train_pair.functions(pairpkg.mod)) == ["size", "twice"] and pairpkg.mod.twice() == 10
+
+
+def test_every_throughput_row_makes_its_config():
+    # A Transformer takes no embedding_dim (its embeddings are `units` wide); the RNN rows take both.
+    configs = {(name, units): train_throughput.config_for(fields, e, units)
+               for name, fields, e, units in train_throughput.RUNS}
+    assert configs[("transformer", 256)].units == 256 and configs[("transformer", 256)].num_layers == 2
+    assert (configs[("peer-shape", 1024)].embedding_dim, configs[("peer-shape", 1024)].units) == (256, 1024)
+    assert not configs[("peer-shape", 1024)].bidirectional and configs[("peer-shape", 1024)].score == "concat"
